@@ -1,0 +1,70 @@
+// The device contract: where the engine's bytes come from.
+//
+// Every primitive is noexcept and returns errors as values; errc::ok is success. The engine is
+// the only caller and serialises its calls under its own lock, so a device need not be
+// thread-safe unless it is shared between engines (the sim and CUDA devices are, for counters).
+//
+// Address space and memory are separate steps, as in mimalloc's prim.h and CUDA's VMM API:
+//
+//   reserve(bytes)        -> base       address space only when caps().has_virtual_reserve;
+//                                       otherwise address space AND memory (cudaMalloc).
+//   map(addr, bytes)                    back [addr, addr+bytes) of a reservation with memory.
+//   unmap(addr, bytes)                  return that memory; the addresses stay reserved.
+//   release(base, bytes)                give the reservation back. With virtual reserve every
+//                                       granule must already be unmapped; without, this frees
+//                                       the memory too (cudaFree).
+//
+// Preconditions (the engine keeps them; a device may check them and answer invalid_argument):
+// sizes and addresses of map/unmap/reserve are multiples of caps().granularity_bytes; map and
+// unmap name ranges inside one live reservation; without has_partial_unmap, unmap names a whole
+// reservation. Without has_virtual_reserve, map and unmap answer not_supported.
+//
+// Events: create_event makes a reusable marker; record_event places it on a stream; query_event
+// says whether the work enqueued before it has completed; synchronize_event waits for that.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "phasealloc/status.hpp"
+#include "phasealloc/types.hpp"
+
+namespace phasealloc {
+
+/// What a device can do (mimalloc's mi_os_mem_config_t in spirit).
+struct device_caps {
+  std::size_t granularity_bytes = 2 * mib;  ///< Unit of reserve/map/unmap sizes and addresses.
+  std::size_t capacity_bytes = 0;           ///< Total memory of the device.
+  bool has_virtual_reserve = false;         ///< reserve() takes address space only; map() adds memory.
+  bool has_partial_unmap = false;           ///< map/unmap may name any granule-aligned subrange.
+};
+
+class device {
+ public:
+  virtual ~device() = default;
+
+  /// A short name for reports: "sim", "cuda_runtime", "cuda_vmm".
+  virtual std::string_view name() const noexcept = 0;
+  virtual const device_caps& caps() const noexcept = 0;
+
+  // --- address space and memory --------------------------------------------------------------
+  virtual result<device_address> reserve(std::size_t bytes) noexcept = 0;
+  virtual errc release(device_address base, std::size_t bytes) noexcept = 0;
+  virtual errc map(device_address addr, std::size_t bytes) noexcept = 0;
+  virtual errc unmap(device_address addr, std::size_t bytes) noexcept = 0;
+
+  /// Bytes of memory the device could still map (or cudaMalloc) now.
+  virtual std::size_t free_bytes() const noexcept = 0;
+
+  // --- streams and events --------------------------------------------------------------------
+  virtual result<event_id> create_event() noexcept = 0;
+  virtual errc record_event(event_id event, stream_id stream) noexcept = 0;
+  /// true when every operation enqueued on the stream before the record has completed.
+  virtual result<bool> query_event(event_id event) noexcept = 0;
+  virtual errc synchronize_event(event_id event) noexcept = 0;
+  virtual void destroy_event(event_id event) noexcept = 0;
+  /// Waits for all work on the device (before memory that streams may still touch is unmapped).
+  virtual errc synchronize() noexcept = 0;
+};
+
+}  // namespace phasealloc

@@ -1,0 +1,105 @@
+// The caching engine: one per device. It asks its device for memory and its policy for
+// decisions, keeps the books (segments, blocks, pools, pending cross-stream frees, per-phase
+// stats) and tells an optional trace sink what happened.
+//
+// Thread-safe: every public method takes the engine's one (non-recursive) mutex; no public
+// method calls another.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "phasealloc/device.hpp"
+#include "phasealloc/oom_report.hpp"
+#include "phasealloc/policy.hpp"
+#include "phasealloc/snapshot.hpp"
+#include "phasealloc/stats.hpp"
+#include "phasealloc/status.hpp"
+#include "phasealloc/trace_sink.hpp"
+
+namespace phasealloc {
+
+struct engine_options {
+  /// Misuse (unknown pointer, double free, size mismatch) aborts with the evidence instead of
+  /// being reported and counted. On in every test.
+  bool strict = false;
+  /// Run the invariant checker after every operation and abort on a violation (tests).
+  bool check_invariants = false;
+  /// Limit on reserved bytes (0 = the device's capacity): torch's per-process memory fraction.
+  std::size_t limit_bytes = 0;
+};
+
+/// Why an allocation failed: the code and, for out of memory, the report users read.
+struct alloc_error {
+  errc code = errc::out_of_memory;
+  oom_report report;
+};
+
+/// One misuse, as reported to the misuse handler and kept as the last misuse.
+struct misuse_report {
+  errc code = errc::ok;
+  device_address addr = 0;
+  std::size_t size_bytes = 0;       ///< Size the caller passed (0 when unknown).
+  std::size_t expected_bytes = 0;   ///< Size the engine knows for that block (0 when none).
+  std::string message;              ///< Human-readable evidence.
+};
+
+namespace detail {
+class engine_impl;
+}
+
+class engine {
+ public:
+  engine(device& dev, policy& pol, engine_options options = {});
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // --- allocation ------------------------------------------------------------------------------
+  /// Allocates `bytes` for use on `stream`. Zero bytes gives a valid unique block of the minimum size.
+  result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag = 0);
+  /// Frees a block. `size_bytes` (0 = unchecked) must equal the requested size of the allocation.
+  /// Misuse returns its code (and aborts in strict mode); the engine's books are never touched by it.
+  errc deallocate(device_address addr, std::size_t size_bytes = 0);
+  /// Notes that `stream` used the block at `addr`: a later free waits for that stream's work.
+  errc record_stream(device_address addr, stream_id stream);
+  /// Returns every cached byte the device can take back (torch.cuda.empty_cache()).
+  void empty_cache();
+  /// Runs a release plan now (tools, tests, and the interpose layer's explicit release).
+  std::size_t release(const release_plan& plan);
+
+  // --- phases ----------------------------------------------------------------------------------
+  /// Makes `name` the current phase, remembering the previous one for end_phase().
+  phase_id begin_phase(std::string_view name);
+  /// Returns to the phase that was current before the matching begin_phase().
+  void end_phase();
+  /// Replaces the current phase without nesting.
+  phase_id set_phase(std::string_view name);
+  std::string current_phase() const;
+
+  // --- books -----------------------------------------------------------------------------------
+  device_stats stats() const;
+  std::vector<phase_stats> phases() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  snapshot take_snapshot() const;
+  misuse_report last_misuse() const;
+  std::size_t limit_bytes() const;
+  void set_limit_bytes(std::size_t limit_bytes);
+  const policy& current_policy() const noexcept;
+  const device& current_device() const noexcept;
+
+  /// Every broken invariant, one line each (empty when the books are sound).
+  std::vector<std::string> check_invariants() const;
+
+  /// The sink must outlive the engine or be replaced by nullptr first.
+  void set_trace_sink(trace_sink* sink);
+
+ private:
+  std::unique_ptr<detail::engine_impl> impl_;
+};
+
+}  // namespace phasealloc

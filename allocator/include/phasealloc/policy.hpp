@@ -1,0 +1,119 @@
+// The policy contract: every decision the engine does not make itself.
+//
+// The engine (mechanism) keeps the books; a policy (decisions) answers: how to round a request,
+// which pool serves it, how big a new segment is, whether a free block may serve it and be split,
+// and what to release before growing, after the device refused to grow, and at a phase
+// transition. All calls happen under the engine's lock, one at a time, so a policy may keep
+// state (e.g. what each phase needed last iteration) without locking of its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "phasealloc/types.hpp"
+
+namespace phasealloc {
+
+/// What the engine needs to know about one pool.
+struct pool_traits {
+  std::string name;           ///< "small", "large", "kv", ...: appears in stats and reports.
+  bool small = false;         ///< Counted under torch's small_pool stats (else large_pool).
+  bool expandable = false;    ///< Grow by mapping pages into one reservation per stream (needs a
+                              ///< device with virtual reserve and partial unmap).
+  std::size_t page_bytes = 0; ///< Expandable pools: mapping unit (a multiple of the granularity).
+  bool pinned = false;        ///< Memory of this pool is never returned by transition releases.
+};
+
+struct alloc_request {
+  std::size_t requested_bytes = 0;
+  stream_id stream = 0;
+  phase_id phase = unphased;
+  std::uint32_t tag = 0;  ///< Optional caller tag (0 = none), e.g. "offloaded parameter chunk".
+};
+
+/// Which cached memory to give back to the device, and how much.
+enum class release_what {
+  free_segments,  ///< Whole segments with no allocated or pending block (cudaFree, or unmap+release).
+  free_pages,     ///< Every granule wholly inside a free block is unmapped (virtual-memory devices).
+};
+
+enum class release_order {
+  address,             ///< In address order until the target is met.
+  largest_first,       ///< Largest segments first.
+  best_fit_then_largest,  ///< The smallest single segment >= target if there is one, else largest first.
+  aged,                ///< Segments cached at least as long as the mean first, repeatedly (PyTorch's
+                       ///< garbage_collection_threshold); age counts allocations since it became free.
+};
+
+struct release_step {
+  release_what what = release_what::free_segments;
+  std::optional<pool_id> pool;          ///< Only this pool (nullopt: every pool).
+  std::optional<stream_id> stream;      ///< Only segments of this stream (nullopt: every stream).
+  bool include_pinned = false;          ///< Also pools marked pinned.
+  std::size_t min_segment_bytes = 0;    ///< Only segments at least this large.
+  std::size_t target_bytes = SIZE_MAX;  ///< Stop once this many bytes were released.
+  release_order order = release_order::address;
+  bool synchronize = false;             ///< First wait for pending cross-stream frees to complete.
+};
+
+using release_plan = std::vector<release_step>;
+
+/// State offered to before_grow and on_oom.
+struct grow_context {
+  alloc_request request;
+  std::size_t rounded_bytes = 0;
+  pool_id pool = 0;
+  std::size_t grow_bytes = 0;      ///< Size of the segment or pages the engine wants to add.
+  std::size_t reserved_bytes = 0;  ///< Reserved now (mapped bytes).
+  std::size_t allocated_bytes = 0;
+  std::size_t capacity_bytes = 0;  ///< Device capacity.
+  std::size_t limit_bytes = 0;     ///< Memory-fraction limit on reserved bytes (0 = none).
+};
+
+/// State offered at a phase transition: the interval that just ended and the one that starts.
+struct transition_context {
+  phase_id from = unphased;
+  phase_id to = unphased;
+  std::string_view from_name;
+  std::string_view to_name;
+  std::size_t reserved_bytes = 0;
+  std::size_t allocated_bytes = 0;
+  std::size_t interval_peak_allocated_bytes = 0;  ///< Peak allocated during the interval that ended.
+  std::size_t interval_peak_reserved_bytes = 0;
+  std::size_t capacity_bytes = 0;
+};
+
+class policy {
+ public:
+  virtual ~policy() = default;
+
+  /// The spec this policy was built from, with its effective configuration ("pytorch:...").
+  virtual std::string spec() const = 0;
+  virtual std::span<const pool_traits> pools() const noexcept = 0;
+
+  virtual std::size_t round_bytes(std::size_t requested_bytes) const noexcept = 0;
+  virtual pool_id pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept = 0;
+  /// Size of a new segment for a rounded request in a non-expandable pool (the engine rounds it
+  /// up to the device granularity).
+  virtual std::size_t segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept = 0;
+  /// Whether a cached free block of block_bytes may serve the request (oversize rules).
+  virtual bool may_use(pool_id /*pool*/, std::size_t /*block_bytes*/, std::size_t /*rounded_bytes*/) const noexcept {
+    return true;
+  }
+  /// Whether to split block_bytes into the request and a free remainder.
+  virtual bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept = 0;
+
+  /// Before the engine grows: what to release first. Default: nothing.
+  virtual release_plan before_grow(const grow_context& /*context*/) { return {}; }
+  /// After the device refused to grow: the steps to try, each followed by one retry.
+  virtual release_plan on_oom(const grow_context& context) = 0;
+  /// At a phase transition: what to release. Default: nothing.
+  virtual release_plan on_transition(const transition_context& /*context*/) { return {}; }
+};
+
+}  // namespace phasealloc

@@ -1,0 +1,45 @@
+// What the engine tells a trace recorder. Addresses appear here; the recorder turns them into
+// allocation ids (the trace format is address-free), and stamps time.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "phasealloc/types.hpp"
+
+namespace phasealloc {
+
+enum class trace_op {
+  alloc,           ///< addr, requested_bytes, block_bytes, stream, tag
+  free_requested,  ///< addr, requested_bytes, block_bytes, stream (the caller's free)
+  free_completed,  ///< addr, block_bytes (the block is back in its pool; later when events were pending)
+  segment_alloc,   ///< addr, block_bytes = segment size (a new segment: reserve, and map when needed)
+  segment_free,    ///< addr, block_bytes (a segment released)
+  segment_map,     ///< addr, block_bytes (pages mapped into an existing reservation)
+  segment_unmap,   ///< addr, block_bytes (pages unmapped, reservation kept)
+  phase_begin,     ///< phase, name
+  phase_end,       ///< phase, name
+  empty_cache,     ///< a caller asked for every cached byte back
+  oom,             ///< requested_bytes, block_bytes = rounded, stream
+  record_stream,   ///< addr, stream (another stream used the block)
+};
+
+struct trace_record {
+  trace_op op = trace_op::alloc;
+  device_address addr = 0;
+  std::size_t requested_bytes = 0;
+  std::size_t block_bytes = 0;
+  stream_id stream = 0;
+  phase_id phase = unphased;
+  std::uint32_t tag = 0;
+  std::string_view name;  ///< Phase name for phase events; valid only during the call.
+};
+
+class trace_sink {
+ public:
+  virtual ~trace_sink() = default;
+  /// Called under the engine's lock: must be quick and must not call back into the engine.
+  virtual void on_event(const trace_record& record) noexcept = 0;
+};
+
+}  // namespace phasealloc
