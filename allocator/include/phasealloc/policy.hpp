@@ -114,6 +114,13 @@ class policy {
   virtual release_plan on_oom(const grow_context& context) = 0;
   /// At a phase transition: what to release. Default: nothing.
   virtual release_plan on_transition(const transition_context& /*context*/) { return {}; }
+  /// When a caller asks for the cache back (torch.cuda.empty_cache()). Default: every cached
+  /// segment of every pool but the pinned ones, after waiting for pending frees.
+  virtual release_plan on_empty_cache() {
+    release_step all;
+    all.synchronize = true;
+    return {all};
+  }
 };
 
 }  // namespace phasealloc

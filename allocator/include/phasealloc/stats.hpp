@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,15 @@ struct device_stats {
   std::int64_t num_misuse = 0;            ///< Unknown pointers, double frees, size mismatches.
   std::int64_t oversize_allocations = 0;  ///< Allocations the policy would not split (kept for torch parity).
   std::int64_t oversize_segments = 0;
+
+  /// Calls f(stat_array&) for each of the nine arrays above.
+  template <class F>
+  void for_each_array(F&& f) {
+    for (stat_array* a : {&allocation, &segment, &active, &inactive_split, &allocated_bytes, &reserved_bytes,
+                          &active_bytes, &inactive_split_bytes, &requested_bytes}) {
+      f(*a);
+    }
+  }
 };
 
 /// Measures of one named phase, aggregated over every interval the phase was current.

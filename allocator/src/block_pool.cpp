@@ -1,0 +1,37 @@
+#include "block_pool.hpp"
+
+#include "phasealloc/check.hpp"
+
+namespace phasealloc::detail {
+
+void block_pool::insert(block* b) {
+  b->free_since = lookups_;
+  const bool inserted = blocks_.insert(b).second;
+  PHASEALLOC_CHECK(inserted, "block {:#x} (+{}) inserted twice into its pool", b->addr, b->bytes);
+  free_bytes_ += b->bytes;
+}
+
+void block_pool::erase(block* b) {
+  const std::size_t erased = blocks_.erase(b);
+  PHASEALLOC_CHECK(erased == 1, "block {:#x} (+{}) is not in its pool", b->addr, b->bytes);
+  free_bytes_ -= b->bytes;
+}
+
+std::size_t block_pool::largest_bytes() const {
+  // Ordered by stream first, so the largest of each stream is the last before the next stream.
+  std::size_t largest = 0;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    const stream_id s = (*it)->seg->stream;
+    segment key_seg;
+    key_seg.stream = s + 1;
+    block key;
+    key.seg = &key_seg;
+    auto next_stream = (s == UINT64_MAX) ? blocks_.end() : blocks_.lower_bound(&key);
+    auto last = std::prev(next_stream);
+    if ((*last)->bytes > largest) largest = (*last)->bytes;
+    it = next_stream;
+  }
+  return largest;
+}
+
+}  // namespace phasealloc::detail

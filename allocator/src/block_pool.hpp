@@ -1,0 +1,61 @@
+// A pool's free blocks, ordered by (stream, size, address): the smallest block that fits on the
+// request's stream is one lower_bound away, the lowest address among equal sizes wins (PyTorch's
+// BlockComparatorSize, so replays of the `pytorch` policy choose the same blocks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+
+#include "block.hpp"
+
+namespace phasealloc::detail {
+
+struct block_order {
+  bool operator()(const block* a, const block* b) const noexcept {
+    if (a->seg->stream != b->seg->stream) return a->seg->stream < b->seg->stream;
+    if (a->bytes != b->bytes) return a->bytes < b->bytes;
+    return a->addr < b->addr;
+  }
+};
+
+class block_pool {
+ public:
+  using set_type = std::set<block*, block_order>;
+
+  void insert(block* b);
+  void erase(block* b);
+  bool contains(block* b) const { return blocks_.count(b) != 0; }
+  /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
+  /// `accept(b)` may reject a candidate (oversize rules); the search then stops, as PyTorch's does.
+  template <class Accept>
+  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept);
+  /// Largest free block in the pool (any stream).
+  std::size_t largest_bytes() const;
+
+  std::size_t size() const noexcept { return blocks_.size(); }
+  std::size_t free_bytes() const noexcept { return free_bytes_; }
+  std::uint64_t lookups() const noexcept { return lookups_; }
+  const set_type& blocks() const noexcept { return blocks_; }
+
+ private:
+  set_type blocks_;
+  std::size_t free_bytes_ = 0;
+  std::uint64_t lookups_ = 0;
+};
+
+template <class Accept>
+block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept) {
+  ++lookups_;
+  segment key_seg;
+  key_seg.stream = stream;
+  block key;
+  key.seg = &key_seg;
+  key.bytes = bytes;
+  key.addr = 0;
+  const auto it = blocks_.lower_bound(&key);
+  if (it == blocks_.end() || (*it)->seg->stream != stream) return nullptr;
+  return accept(*it) ? *it : nullptr;
+}
+
+}  // namespace phasealloc::detail

@@ -1,0 +1,674 @@
+// The engine: allocation, free, streams and phases. Releasing cached memory is in
+// engine_release.cpp, the invariant checker in invariants.cpp.
+//
+// Design note: the allocation path
+// Rationale: PyTorch's caching allocator is the baseline users know; its shape (best fit per
+//   stream in size-ordered pools, split, merge on free, events for cross-stream frees, release
+//   and retry on OOM) is kept, and every decision it hard-codes is asked of the policy instead.
+// Approach: allocate = round (policy) -> pool (policy) -> best fit in that pool on that stream,
+//   filtered by may_use (policy) -> else grow: before_grow plan, then a new segment (or pages of
+//   an expandable reservation) -> else on_oom plan, one retry after each step -> else an
+//   alloc_error with the report. The chosen block is split when should_split (policy) says so.
+//   Stats and the phase book are updated in one place per outcome; after_operation() folds the
+//   levels into the phase book and, in tests, runs the invariant checker.
+// Limitations: one mutex per engine (per device); contention is measured in bench/.
+#include <algorithm>
+#include <cstdio>
+
+#include "engine_impl.hpp"
+#include "phasealloc/check.hpp"
+
+namespace phasealloc {
+namespace detail {
+
+engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
+    : device_(dev), policy_(pol), options_(options) {
+  const auto traits = policy_.pools();
+  pool_traits_.assign(traits.begin(), traits.end());
+  PHASEALLOC_CHECK(!pool_traits_.empty(), "policy '{}' defines no pools", policy_.spec());
+  const device_caps& caps = device_.caps();
+  for (pool_traits& t : pool_traits_) {
+    if (!t.expandable) continue;
+    if (!caps.has_virtual_reserve || !caps.has_partial_unmap) {
+      // The policy asked for page-granular growth on a device that cannot map pages: serve the
+      // pool with whole segments instead, and say so once.
+      std::fprintf(stderr, "phasealloc: pool '%s' is expandable but device '%.*s' has no virtual memory; "
+                   "using whole segments\n", t.name.c_str(), static_cast<int>(device_.name().size()),
+                   device_.name().data());
+      t.expandable = false;
+      continue;
+    }
+    t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
+  }
+  pools_.resize(pool_traits_.size());
+}
+
+engine_impl::~engine_impl() {
+  // Give everything back. Blocks still allocated are the caller's leak; their memory goes too.
+  if (!pending_.empty()) synchronize_pending();
+  if (device_.caps().has_virtual_reserve && !segments_.empty()) (void)device_.synchronize();
+  for (auto& [addr, seg] : segments_) {
+    for (block* b = seg->first; b != nullptr;) {
+      block* next = b->next;
+      if (b->state != block_state::unmapped && device_.caps().has_virtual_reserve) (void)device_.unmap(b->addr, b->bytes);
+      b = next;
+    }
+    (void)device_.release(seg->addr, seg->bytes);
+  }
+  for (event_id e : spare_events_) device_.destroy_event(e);
+}
+
+void engine_impl::emit(trace_op op, device_address addr, std::size_t requested, std::size_t bytes,
+                       stream_id stream, std::uint32_t tag, std::string_view name) {
+  if (sink_ == nullptr) return;
+  trace_record r;
+  r.op = op;
+  r.addr = addr;
+  r.requested_bytes = requested;
+  r.block_bytes = bytes;
+  r.stream = stream;
+  r.phase = phases_.current();
+  r.tag = tag;
+  r.name = name;
+  sink_->on_event(r);
+}
+
+byte_levels engine_impl::levels() const {
+  return {stats_.allocated_bytes[stat_type::all].current, stats_.reserved_bytes[stat_type::all].current,
+          stats_.active_bytes[stat_type::all].current, stats_.requested_bytes[stat_type::all].current};
+}
+
+std::size_t engine_impl::largest_free_bytes() const {
+  std::size_t largest = 0;
+  for (const block_pool& p : pools_) largest = std::max(largest, p.largest_bytes());
+  return largest;
+}
+
+void engine_impl::count_device(std::int64_t device_stats::*global, std::int64_t phase_stats::*phase) {
+  ++(stats_.*global);
+  ++(phases_.current_stats().*phase);
+}
+
+void engine_impl::after_operation() {
+  if (phases_.observe(levels())) {
+    phases_.set_largest_free_at_peak(static_cast<std::int64_t>(largest_free_bytes()));
+  }
+  if (options_.check_invariants) {
+    const std::vector<std::string> broken = check_invariants();
+    PHASEALLOC_CHECK(broken.empty(), "{} broken invariant(s):\n  {}", broken.size(), fmt::join(broken, "\n  "));
+  }
+}
+
+// --- allocation --------------------------------------------------------------------------------
+
+grow_context engine_impl::make_grow_context(const alloc_request& request, pool_id pool, std::size_t rounded,
+                                            std::size_t grow_bytes) const {
+  grow_context c;
+  c.request = request;
+  c.rounded_bytes = rounded;
+  c.pool = pool;
+  c.grow_bytes = grow_bytes;
+  c.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+  c.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
+  c.capacity_bytes = device_.caps().capacity_bytes;
+  c.limit_bytes = options_.limit_bytes;
+  return c;
+}
+
+result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+  if (!pending_.empty()) process_events();
+  const alloc_request request{bytes, stream, phases_.current(), tag};
+  const std::size_t rounded = policy_.round_bytes(bytes);
+  PHASEALLOC_CHECK(rounded >= bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(), bytes,
+                   rounded);
+  const pool_id pool = policy_.pool_for(request, rounded);
+  PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
+
+  const auto accept = [&](const block* b) { return policy_.may_use(pool, b->bytes, rounded); };
+  block* b = pools_[pool].best_fit(stream, rounded, accept);
+  if (b != nullptr) {
+    pools_[pool].erase(b);
+  } else {
+    alloc_error error;
+    b = grow(request, pool, rounded, error);
+    if (b == nullptr) {
+      after_operation();
+      return error;
+    }
+  }
+  b = take(b, pool, rounded);
+  b->state = block_state::allocated;
+  b->requested_bytes = bytes;
+  b->tag = tag;
+  live_.emplace(b->addr, b);
+
+  const bool small = is_small(pool);
+  const auto size = static_cast<std::int64_t>(b->bytes);
+  stats_.allocation.increase(small, 1);
+  stats_.allocated_bytes.increase(small, size);
+  stats_.active.increase(small, 1);
+  stats_.active_bytes.increase(small, size);
+  stats_.requested_bytes.increase(small, static_cast<std::int64_t>(bytes));
+  ++phases_.current_stats().num_allocs;
+  emit(trace_op::alloc, b->addr, bytes, b->bytes, stream, tag);
+  after_operation();
+  return b->addr;
+}
+
+block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error) {
+  const release_plan before = policy_.before_grow(make_grow_context(request, pool, rounded, 0));
+  if (!before.empty()) run_plan(before);
+
+  std::size_t grow_bytes = 0;
+  if (block* b = try_grow_once(request, pool, rounded, grow_bytes)) return b;
+
+  const release_plan plan = policy_.on_oom(make_grow_context(request, pool, rounded, grow_bytes));
+  const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
+  for (const release_step& step : plan) {
+    run_step(step);
+    // A step that waited for pending frees may have made a fitting block free.
+    block* b = pools_[pool].best_fit(request.stream, rounded, accept);
+    if (b != nullptr) {
+      pools_[pool].erase(b);
+    } else {
+      b = try_grow_once(request, pool, rounded, grow_bytes);
+    }
+    if (b != nullptr) {
+      ++stats_.num_alloc_retries;
+      ++phases_.current_stats().num_alloc_retries;
+      return b;
+    }
+  }
+
+  ++stats_.num_ooms;
+  ++phases_.current_stats().num_ooms;
+  emit(trace_op::oom, 0, request.requested_bytes, rounded, request.stream, request.tag);
+  error.code = errc::out_of_memory;
+  oom_report& r = error.report;
+  r.requested_bytes = request.requested_bytes;
+  r.rounded_bytes = rounded;
+  r.grow_bytes = grow_bytes;
+  r.capacity_bytes = device_.caps().capacity_bytes;
+  r.limit_bytes = options_.limit_bytes;
+  r.device_free_bytes = device_.free_bytes();
+  r.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
+  r.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+  r.largest_free_block_bytes = largest_free_bytes();
+  r.pool = pool_traits_[pool].name;
+  r.phase = phases_.name(phases_.current());
+  r.phases = phases_.all();
+  return nullptr;
+}
+
+block* engine_impl::try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded,
+                                  std::size_t& grow_bytes) {
+  if (pool_traits_[pool].expandable) return grow_expandable(pool, request.stream, rounded, grow_bytes);
+  const std::size_t bytes = round_up(policy_.segment_bytes(pool, rounded), device_.caps().granularity_bytes);
+  PHASEALLOC_CHECK(bytes >= rounded, "policy '{}' sized a segment of {} for a {}-byte block", policy_.spec(), bytes,
+                   rounded);
+  grow_bytes = bytes;
+  const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+  if (options_.limit_bytes != 0 && reserved + bytes > options_.limit_bytes) return nullptr;
+  return new_segment(pool, request.stream, bytes);
+}
+
+block* engine_impl::new_segment(pool_id pool, stream_id stream, std::size_t bytes) {
+  const bool virtual_reserve = device_.caps().has_virtual_reserve;
+  const result<device_address> addr = device_.reserve(bytes);
+  if (!addr) return nullptr;
+  count_device(&device_stats::num_device_alloc, &phase_stats::num_device_alloc);
+  if (virtual_reserve) {
+    const errc mapped = device_.map(addr.value(), bytes);
+    count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
+    if (mapped != errc::ok) {
+      (void)device_.release(addr.value(), bytes);
+      count_device(&device_stats::num_device_free, &phase_stats::num_device_free);
+      return nullptr;
+    }
+  }
+  auto seg = std::make_unique<segment>();
+  seg->addr = addr.value();
+  seg->bytes = bytes;
+  seg->mapped_bytes = bytes;
+  seg->pool = pool;
+  seg->stream = stream;
+  seg->small = is_small(pool);
+  block* b = arena_.make();
+  b->addr = seg->addr;
+  b->bytes = bytes;
+  b->seg = seg.get();
+  b->state = block_state::free;
+  seg->first = b;
+  stats_.segment.increase(seg->small, 1);
+  stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(bytes));
+  emit(trace_op::segment_alloc, seg->addr, bytes, bytes, stream);
+  segments_.emplace(seg->addr, std::move(seg));
+  return b;
+}
+
+segment* engine_impl::expandable_segment_for(pool_id pool, stream_id stream) {
+  const auto key = std::make_pair(pool, stream);
+  if (const auto it = expandable_.find(key); it != expandable_.end()) return it->second;
+  // Address space for the whole device (and an eighth more, as PyTorch reserves), so the
+  // reservation never has to move; memory is mapped page by page as blocks need it.
+  const std::size_t page = pool_traits_[pool].page_bytes;
+  const std::size_t bytes = round_up(device_.caps().capacity_bytes + device_.caps().capacity_bytes / 8, page);
+  const result<device_address> addr = device_.reserve(bytes);
+  if (!addr) return nullptr;
+  count_device(&device_stats::num_device_alloc, &phase_stats::num_device_alloc);
+  auto seg = std::make_unique<segment>();
+  seg->addr = addr.value();
+  seg->bytes = bytes;
+  seg->mapped_bytes = 0;
+  seg->pool = pool;
+  seg->stream = stream;
+  seg->expandable = true;
+  seg->small = is_small(pool);
+  block* b = arena_.make();
+  b->addr = seg->addr;
+  b->bytes = bytes;
+  b->seg = seg.get();
+  b->state = block_state::unmapped;
+  seg->first = b;
+  segment* raw = seg.get();
+  stats_.segment.increase(seg->small, 1);
+  segments_.emplace(raw->addr, std::move(seg));
+  expandable_.emplace(key, raw);
+  return raw;
+}
+
+block* engine_impl::grow_expandable(pool_id pool, stream_id stream, std::size_t rounded, std::size_t& grow_bytes) {
+  segment* seg = expandable_segment_for(pool, stream);
+  if (seg == nullptr) return nullptr;
+  const std::size_t page = pool_traits_[pool].page_bytes;
+  // The lowest-address unmapped run that, with the free block just before it, holds the request:
+  // map only the pages the request lacks.
+  for (block* u = seg->first; u != nullptr; u = u->next) {
+    if (u->state != block_state::unmapped) continue;
+    block* f = u->prev;
+    if (f != nullptr && (f->state != block_state::free || f->event_count != 0)) f = nullptr;
+    const std::size_t have = f != nullptr ? f->bytes : 0;
+    if (have + u->bytes < rounded) continue;
+    const std::size_t need = round_up(rounded - std::min(rounded, have), page);
+    grow_bytes = need;
+    if (need == 0) continue;  // cannot happen: f alone would have fitted in best_fit
+    const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+    if (options_.limit_bytes != 0 && reserved + need > options_.limit_bytes) return nullptr;
+    const errc mapped = device_.map(u->addr, need);
+    count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
+    if (mapped != errc::ok) return nullptr;
+    block* m = need < u->bytes ? split_front(u, need) : u;
+    m->state = block_state::free;
+    seg->mapped_bytes += need;
+    stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(need));
+    emit(trace_op::segment_map, m->addr, need, need, stream);
+    if (f != nullptr) pools_[pool].erase(f);
+    return merge_neighbours(m);
+  }
+  grow_bytes = round_up(rounded, page);
+  return nullptr;
+}
+
+block* engine_impl::split_front(block* b, std::size_t bytes) {
+  PHASEALLOC_ASSERT(bytes < b->bytes, "split of {} bytes from a {}-byte block", bytes, b->bytes);
+  block* front = arena_.make();
+  front->addr = b->addr;
+  front->bytes = bytes;
+  front->seg = b->seg;
+  front->state = b->state;
+  front->prev = b->prev;
+  front->next = b;
+  if (b->prev != nullptr) b->prev->next = front;
+  else b->seg->first = front;
+  b->prev = front;
+  b->addr += bytes;
+  b->bytes -= bytes;
+  return front;
+}
+
+block* engine_impl::take(block* b, pool_id pool, std::size_t rounded) {
+  if (b->bytes > rounded && policy_.should_split(pool, b->bytes, rounded)) {
+    block* front = split_front(b, rounded);
+    pools_[pool].insert(b);  // the remainder stays cached
+    return front;
+  }
+  return b;
+}
+
+block* engine_impl::merge_neighbours(block* b) {
+  const auto mergeable = [&](const block* n) {
+    return n != nullptr && n->state == b->state && n->event_count == 0 &&
+           (b->state == block_state::free || b->state == block_state::unmapped);
+  };
+  block_pool& pool = pools_[b->seg->pool];
+  if (mergeable(b->prev)) {
+    block* p = b->prev;
+    if (p->state == block_state::free) pool.erase(p);
+    p->bytes += b->bytes;
+    p->next = b->next;
+    if (b->next != nullptr) b->next->prev = p;
+    arena_.recycle(b);
+    b = p;
+  }
+  if (mergeable(b->next)) {
+    block* n = b->next;
+    if (n->state == block_state::free) pool.erase(n);
+    b->bytes += n->bytes;
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    arena_.recycle(n);
+  }
+  return b;
+}
+
+// --- free --------------------------------------------------------------------------------------
+
+errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
+  const auto it = live_.find(addr);
+  if (it == live_.end()) return classify_unknown(addr, size_bytes);
+  block* b = it->second;
+  errc code = errc::ok;
+  if (size_bytes != 0 && size_bytes != b->requested_bytes) {
+    code = report_misuse(errc::size_mismatch, addr, size_bytes, b->requested_bytes,
+                         fmt::format("free of {:#x} with size {} but it was allocated with size {} (block {})", addr,
+                                     size_bytes, b->requested_bytes, b->bytes));
+  }
+  live_.erase(it);
+  const bool small = b->seg->small;
+  stats_.allocation.decrease(small, 1);
+  stats_.allocated_bytes.decrease(small, static_cast<std::int64_t>(b->bytes));
+  stats_.requested_bytes.decrease(small, static_cast<std::int64_t>(b->requested_bytes));
+  ++phases_.current_stats().num_frees;
+  emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
+
+  if (!b->stream_uses.empty()) {
+    b->state = block_state::pending_free;
+    for (const stream_id s : b->stream_uses) {
+      event_id e = 0;
+      if (!spare_events_.empty()) {
+        e = spare_events_.back();
+        spare_events_.pop_back();
+      } else if (auto created = device_.create_event()) {
+        e = created.value();
+      } else {
+        (void)device_.synchronize();  // no event to wait on: wait for everything instead
+        continue;
+      }
+      if (device_.record_event(e, s) != errc::ok) {
+        spare_events_.push_back(e);
+        (void)device_.synchronize();
+        continue;
+      }
+      pending_.push_back({b, e});
+      ++b->event_count;
+    }
+    b->stream_uses.clear();
+    if (b->event_count == 0) free_block(b);
+  } else {
+    free_block(b);
+  }
+  after_operation();
+  return code;
+}
+
+void engine_impl::free_block(block* b) {
+  const bool small = b->seg->small;
+  stats_.active.decrease(small, 1);
+  stats_.active_bytes.decrease(small, static_cast<std::int64_t>(b->bytes));
+  const std::size_t bytes = b->bytes;
+  const device_address addr = b->addr;
+  b->requested_bytes = 0;
+  b->state = block_state::free;
+  b->tag = 0;
+  b = merge_neighbours(b);
+  pools_[b->seg->pool].insert(b);
+  emit(trace_op::free_completed, addr, 0, bytes, b->seg->stream);
+}
+
+void engine_impl::process_events() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    const pending_free p = pending_[i];
+    const result<bool> done = device_.query_event(p.event);
+    if (done.has_value() && !done.value()) {
+      pending_[kept++] = p;
+      continue;
+    }
+    if (!done.has_value()) (void)device_.synchronize_event(p.event);  // a failed query: wait, then free
+    spare_events_.push_back(p.event);
+    if (--p.b->event_count == 0) free_block(p.b);
+  }
+  pending_.resize(kept);
+}
+
+void engine_impl::synchronize_pending() {
+  for (const pending_free& p : pending_) {
+    (void)device_.synchronize_event(p.event);
+    spare_events_.push_back(p.event);
+    if (--p.b->event_count == 0) free_block(p.b);
+  }
+  pending_.clear();
+}
+
+errc engine_impl::record_stream(device_address addr, stream_id stream) {
+  const auto it = live_.find(addr);
+  if (it == live_.end()) return classify_unknown(addr, 0);
+  block* b = it->second;
+  if (stream != b->seg->stream &&
+      std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
+    b->stream_uses.push_back(stream);
+  }
+  emit(trace_op::record_stream, addr, 0, b->bytes, stream);
+  return errc::ok;
+}
+
+// --- misuse ------------------------------------------------------------------------------------
+
+errc engine_impl::report_misuse(errc code, device_address addr, std::size_t size_bytes, std::size_t expected_bytes,
+                                std::string message) {
+  ++stats_.num_misuse;
+  last_misuse_ = misuse_report{code, addr, size_bytes, expected_bytes, std::move(message)};
+  if (options_.strict) {
+    detail::report_fatal("no misuse (strict mode)", __FILE__, __LINE__,
+                         fmt::format("{}: {}", to_string(code), last_misuse_.message));
+  }
+  std::fprintf(stderr, "phasealloc: %s: %s\n", std::string(to_string(code)).c_str(), last_misuse_.message.c_str());
+  return code;
+}
+
+errc engine_impl::classify_unknown(device_address addr, std::size_t size_bytes) {
+  auto it = segments_.upper_bound(addr);
+  if (it != segments_.begin()) {
+    const segment& seg = *std::prev(it)->second;
+    if (addr < seg.end()) {
+      for (const block* b = seg.first; b != nullptr; b = b->next) {
+        if (addr < b->addr || addr >= b->addr + b->bytes) continue;
+        if (b->state == block_state::allocated) {
+          return report_misuse(errc::interior_pointer, addr, size_bytes, b->requested_bytes,
+                               fmt::format("{:#x} points {} bytes into the allocated block at {:#x} ({} bytes); "
+                                           "free takes the address allocate returned",
+                                           addr, addr - b->addr, b->addr, b->requested_bytes));
+        }
+        const char* state = b->state == block_state::pending_free ? "pending-free"
+                            : b->state == block_state::unmapped   ? "unmapped"
+                                                                  : "free";
+        return report_misuse(errc::double_free, addr, size_bytes, 0,
+                             fmt::format("{:#x} lies in a {} block [{:#x}, +{}) of the segment at {:#x}: it was "
+                                         "already freed",
+                                         addr, state, b->addr, b->bytes, seg.addr));
+      }
+    }
+  }
+  return report_misuse(errc::unknown_pointer, addr, size_bytes, 0,
+                       fmt::format("{:#x} was never allocated by this engine (no segment holds it)", addr));
+}
+
+// --- phases and books --------------------------------------------------------------------------
+
+phase_id engine_impl::transition(std::string_view name, int kind) {
+  transition_context c;
+  c.from = phases_.current();
+  c.interval_peak_allocated_bytes = static_cast<std::size_t>(phases_.interval_peak_allocated());
+  c.interval_peak_reserved_bytes = static_cast<std::size_t>(phases_.interval_peak_reserved());
+  switch (kind) {
+    case 0: phases_.push(phases_.intern(name)); break;
+    case 1: phases_.pop(); break;
+    default: phases_.replace(phases_.intern(name)); break;
+  }
+  c.to = phases_.current();
+  c.from_name = phases_.name(c.from);
+  c.to_name = phases_.name(c.to);
+  c.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+  c.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
+  c.capacity_bytes = device_.caps().capacity_bytes;
+  emit(trace_op::phase_end, 0, 0, 0, 0, 0, c.from_name);
+  emit(trace_op::phase_begin, 0, 0, 0, 0, 0, c.to_name);
+  const release_plan plan = policy_.on_transition(c);
+  if (!plan.empty()) run_plan(plan);
+  after_operation();
+  return c.to;
+}
+
+device_stats engine_impl::stats() const {
+  device_stats s = stats_;
+  // Free blocks of split segments are counted from the pools when asked (peak = current).
+  s.inactive_split = {};
+  s.inactive_split_bytes = {};
+  for (const block_pool& p : pools_) {
+    for (const block* b : p.blocks()) {
+      if (!b->is_split()) continue;
+      for (const stat_type t : {stat_type::all, b->seg->small ? stat_type::small_pool : stat_type::large_pool}) {
+        s.inactive_split[t].current += 1;
+        s.inactive_split_bytes[t].current += static_cast<std::int64_t>(b->bytes);
+      }
+    }
+  }
+  for (stat_array* a : {&s.inactive_split, &s.inactive_split_bytes}) {
+    for (stat& st : a->by_type) st.peak = st.current;
+  }
+  return s;
+}
+
+snapshot engine_impl::take_snapshot() const {
+  snapshot out;
+  out.policy_spec = policy_.spec();
+  out.device_name = std::string(device_.name());
+  for (const auto& [addr, seg] : segments_) {
+    snapshot_segment s;
+    s.addr = seg->addr;
+    s.bytes = seg->bytes;
+    s.mapped_bytes = seg->mapped_bytes;
+    s.stream = seg->stream;
+    s.pool = pool_traits_[seg->pool].name;
+    s.small = seg->small;
+    s.expandable = seg->expandable;
+    for (const block* b = seg->first; b != nullptr; b = b->next) {
+      s.blocks.push_back({b->addr, b->bytes, b->requested_bytes, b->state});
+      if (b->state == block_state::allocated) s.allocated_bytes += b->bytes;
+      if (b->state == block_state::allocated || b->state == block_state::pending_free) s.active_bytes += b->bytes;
+      s.requested_bytes += b->requested_bytes;
+    }
+    out.segments.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+// --- the public facade: lock, forward ----------------------------------------------------------
+
+engine::engine(device& dev, policy& pol, engine_options options)
+    : impl_(std::make_unique<detail::engine_impl>(dev, pol, options)) {}
+engine::~engine() = default;
+
+result<device_address, alloc_error> engine::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->allocate(bytes, stream, tag);
+}
+errc engine::deallocate(device_address addr, std::size_t size_bytes) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->deallocate(addr, size_bytes);
+}
+errc engine::record_stream(device_address addr, stream_id stream) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->record_stream(addr, stream);
+}
+void engine::empty_cache() {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->emit(trace_op::empty_cache, 0, 0, 0, 0);
+  impl_->run_plan(impl_->policy_.on_empty_cache());
+  impl_->after_operation();
+}
+std::size_t engine::release(const release_plan& plan) {
+  std::lock_guard lock(impl_->mutex_);
+  const std::size_t released = impl_->run_plan(plan);
+  impl_->after_operation();
+  return released;
+}
+phase_id engine::begin_phase(std::string_view name) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->transition(name, 0);
+}
+void engine::end_phase() {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->transition({}, 1);
+}
+phase_id engine::set_phase(std::string_view name) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->transition(name, 2);
+}
+std::string engine::current_phase() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->phases_.name(impl_->phases_.current());
+}
+device_stats engine::stats() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->stats();
+}
+std::vector<phase_stats> engine::phases() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->phases_.all();
+}
+void engine::reset_peak_stats() {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->stats_.for_each_array([](stat_array& a) {
+    for (stat& s : a.by_type) s.reset_peak();
+  });
+}
+void engine::reset_accumulated_stats() {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->stats_.for_each_array([](stat_array& a) {
+    for (stat& s : a.by_type) s.reset_accumulated();
+  });
+  device_stats& s = impl_->stats_;
+  s.num_alloc_retries = s.num_ooms = s.num_sync_all_streams = 0;
+  s.num_device_alloc = s.num_device_free = s.num_device_map = s.num_device_unmap = 0;
+}
+snapshot engine::take_snapshot() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->take_snapshot();
+}
+misuse_report engine::last_misuse() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->last_misuse_;
+}
+std::size_t engine::limit_bytes() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->options_.limit_bytes;
+}
+void engine::set_limit_bytes(std::size_t limit_bytes) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->options_.limit_bytes = limit_bytes;
+}
+const policy& engine::current_policy() const noexcept { return impl_->policy_; }
+const device& engine::current_device() const noexcept { return impl_->device_; }
+std::vector<std::string> engine::check_invariants() const {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->check_invariants();
+}
+void engine::set_trace_sink(trace_sink* sink) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->sink_ = sink;
+}
+
+}  // namespace phasealloc

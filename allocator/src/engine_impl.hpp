@@ -1,0 +1,93 @@
+// The engine's private state and the helpers its files share (engine.cpp: allocate/free/phases;
+// engine_release.cpp: releasing cached memory; invariants.cpp: the checker).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "block.hpp"
+#include "block_pool.hpp"
+#include "phase_book.hpp"
+#include "phasealloc/engine.hpp"
+
+namespace phasealloc::detail {
+
+struct pending_free {
+  block* b = nullptr;
+  event_id event = 0;
+};
+
+class engine_impl {
+ public:
+  engine_impl(device& dev, policy& pol, engine_options options);
+  ~engine_impl();
+
+  // Every public entry point of phasealloc::engine locks mutex_ and calls one of these.
+  result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag);
+  errc deallocate(device_address addr, std::size_t size_bytes);
+  errc record_stream(device_address addr, stream_id stream);
+  std::size_t run_plan(const release_plan& plan);
+  phase_id transition(std::string_view name, int kind);  // kind: 0 push, 1 pop, 2 replace
+  device_stats stats() const;
+  snapshot take_snapshot() const;
+  std::vector<std::string> check_invariants() const;
+  void after_operation();
+
+  mutable std::mutex mutex_;
+  device& device_;
+  policy& policy_;
+  engine_options options_;
+  std::vector<pool_traits> pool_traits_;
+  std::vector<block_pool> pools_;
+  std::map<device_address, std::unique_ptr<segment>> segments_;
+  std::map<std::pair<pool_id, stream_id>, segment*> expandable_;  ///< One reservation per (pool, stream).
+  std::unordered_map<device_address, block*> live_;
+  std::vector<pending_free> pending_;
+  std::vector<event_id> spare_events_;
+  block_arena arena_;
+  device_stats stats_;
+  phase_book phases_;
+  trace_sink* sink_ = nullptr;
+  misuse_report last_misuse_;
+
+ private:
+  // --- allocation path (engine.cpp) ---
+  block* grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error);
+  block* try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
+  block* new_segment(pool_id pool, stream_id stream, std::size_t bytes);
+  block* grow_expandable(pool_id pool, stream_id stream, std::size_t rounded, std::size_t& grow_bytes);
+  segment* expandable_segment_for(pool_id pool, stream_id stream);
+  block* take(block* b, pool_id pool, std::size_t rounded);
+  block* split_front(block* b, std::size_t bytes);
+  void free_block(block* b);
+  void process_events();
+  errc report_misuse(errc code, device_address addr, std::size_t size_bytes, std::size_t expected_bytes,
+                     std::string message);
+  errc classify_unknown(device_address addr, std::size_t size_bytes);
+  grow_context make_grow_context(const alloc_request& request, pool_id pool, std::size_t rounded,
+                                 std::size_t grow_bytes) const;
+
+ public:
+  // --- shared helpers ---
+  void emit(trace_op op, device_address addr, std::size_t requested, std::size_t bytes, stream_id stream,
+            std::uint32_t tag = 0, std::string_view name = {});
+  bool is_small(pool_id pool) const { return pool_traits_[pool].small; }
+  std::size_t limit() const { return options_.limit_bytes; }
+  std::size_t largest_free_bytes() const;
+  byte_levels levels() const;
+  void count_device(std::int64_t device_stats::*global, std::int64_t phase_stats::*phase);
+  /// Merges b with free neighbours of the same kind (free with no events, or unmapped);
+  /// returns the surviving block. b must not be in a pool.
+  block* merge_neighbours(block* b);
+  void synchronize_pending();
+
+  // --- release (engine_release.cpp) ---
+  std::size_t run_step(const release_step& step);
+  std::size_t release_segment(segment* seg);
+  std::size_t unmap_free_pages(segment* seg, std::size_t target_bytes);
+};
+
+}  // namespace phasealloc::detail

@@ -1,0 +1,219 @@
+// Releasing cached memory back to the device: the mechanism behind every release plan.
+//
+// Design note
+// Rationale: policies decide *what* to release (which pools and streams, how much, in which
+//   order); this file decides *how*, so every policy's release has the same exact books.
+// Approach: a step collects the idle segments that match its filters (no allocated or pending
+//   block), orders them, and releases until the target is met. A segment of an expandable pool,
+//   or any step asking for free_pages, gives back pages instead: every page wholly inside a free
+//   block is unmapped and the block is split around it; the reservation stays.
+//   Before the first unmap of a step the device is synchronised, because a free block's last
+//   kernels may still be in flight on its stream (cudaFree synchronises by itself; cuMemUnmap
+//   does not).
+// Limitations: a non-expandable segment whose pages were unmapped is served again only once it
+//   is idle and released; reusing its holes in place is left to a stitching policy.
+#include <algorithm>
+
+#include "engine_impl.hpp"
+#include "phasealloc/check.hpp"
+
+namespace phasealloc::detail {
+namespace {
+
+bool idle(const segment& seg) {
+  for (const block* b = seg.first; b != nullptr; b = b->next) {
+    if (b->state == block_state::allocated || b->state == block_state::pending_free || b->event_count != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::size_t free_page_bytes(const segment& seg, std::size_t page) {
+  std::size_t total = 0;
+  for (const block* b = seg.first; b != nullptr; b = b->next) {
+    if (b->state != block_state::free || b->event_count != 0) continue;
+    const std::size_t lo = round_up(b->addr - seg.addr, page);
+    const std::size_t hi = (b->addr + b->bytes - seg.addr) / page * page;
+    if (hi > lo) total += hi - lo;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::size_t engine_impl::run_plan(const release_plan& plan) {
+  std::size_t released = 0;
+  for (const release_step& step : plan) released += run_step(step);
+  return released;
+}
+
+std::size_t engine_impl::release_segment(segment* seg) {
+  const bool virtual_reserve = device_.caps().has_virtual_reserve;
+  std::size_t unmapped = 0;
+  for (block* b = seg->first; b != nullptr;) {
+    block* next = b->next;
+    if (b->state == block_state::free) {
+      pools_[seg->pool].erase(b);
+      if (virtual_reserve) {
+        const errc e = device_.unmap(b->addr, b->bytes);
+        PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap [{:#x}, +{}): {}", device_.name(), b->addr,
+                         b->bytes, to_string(e));
+        count_device(&device_stats::num_device_unmap, &phase_stats::num_device_unmap);
+      }
+      unmapped += b->bytes;
+    }
+    arena_.recycle(b);
+    b = next;
+  }
+  PHASEALLOC_CHECK(unmapped == seg->mapped_bytes, "segment {:#x}: unmapped {} of {} mapped bytes", seg->addr, unmapped,
+                   seg->mapped_bytes);
+  const errc e = device_.release(seg->addr, seg->bytes);
+  PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to release segment [{:#x}, +{}): {}", device_.name(),
+                   seg->addr, seg->bytes, to_string(e));
+  count_device(&device_stats::num_device_free, &phase_stats::num_device_free);
+  stats_.segment.decrease(seg->small, 1);
+  stats_.reserved_bytes.decrease(seg->small, static_cast<std::int64_t>(unmapped));
+  phases_.current_stats().released_bytes += static_cast<std::int64_t>(unmapped);
+  emit(trace_op::segment_free, seg->addr, seg->bytes, seg->bytes, seg->stream);
+  if (seg->expandable) expandable_.erase({seg->pool, seg->stream});
+  segments_.erase(seg->addr);
+  return unmapped;
+}
+
+std::size_t engine_impl::unmap_free_pages(segment* seg, std::size_t target_bytes) {
+  const std::size_t page = seg->expandable ? pool_traits_[seg->pool].page_bytes : device_.caps().granularity_bytes;
+  std::size_t released = 0;
+  for (block* b = seg->first; b != nullptr && released < target_bytes;) {
+    if (b->state != block_state::free || b->event_count != 0) {
+      b = b->next;
+      continue;
+    }
+    const device_address lo = seg->addr + round_up(b->addr - seg->addr, page);
+    const device_address hi = seg->addr + (b->addr + b->bytes - seg->addr) / page * page;
+    if (hi <= lo) {
+      b = b->next;
+      continue;
+    }
+    pools_[seg->pool].erase(b);
+    // Carve b into [head free][mid unmapped][tail free]; head and tail go back to the pool.
+    block* head = lo > b->addr ? split_front(b, lo - b->addr) : nullptr;
+    block* mid = hi < b->addr + b->bytes ? split_front(b, hi - lo) : b;
+    block* tail = mid != b ? b : nullptr;
+    const errc e = device_.unmap(mid->addr, mid->bytes);
+    PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap [{:#x}, +{}): {}", device_.name(), mid->addr,
+                     mid->bytes, to_string(e));
+    count_device(&device_stats::num_device_unmap, &phase_stats::num_device_unmap);
+    const std::size_t bytes = mid->bytes;
+    seg->mapped_bytes -= bytes;
+    stats_.reserved_bytes.decrease(seg->small, static_cast<std::int64_t>(bytes));
+    phases_.current_stats().released_bytes += static_cast<std::int64_t>(bytes);
+    emit(trace_op::segment_unmap, mid->addr, bytes, bytes, seg->stream);
+    released += bytes;
+    mid->state = block_state::unmapped;
+    if (head != nullptr) pools_[seg->pool].insert(head);
+    if (tail != nullptr) pools_[seg->pool].insert(tail);
+    mid = merge_neighbours(mid);
+    b = tail != nullptr ? tail->next : mid->next;
+  }
+  return released;
+}
+
+std::size_t engine_impl::run_step(const release_step& step) {
+  if (step.synchronize && !pending_.empty()) {
+    synchronize_pending();
+    ++stats_.num_sync_all_streams;
+  }
+  const bool pages = step.what == release_what::free_pages;
+  const bool can_unmap_pages = device_.caps().has_virtual_reserve && device_.caps().has_partial_unmap;
+
+  struct candidate {
+    segment* seg;
+    std::size_t bytes;  // what releasing it would give back
+    std::uint64_t age;
+  };
+  std::vector<candidate> whole;     // idle segments, released entirely
+  std::vector<segment*> page_wise;  // segments that give back free pages
+  for (const auto& [addr, owned] : segments_) {
+    segment* seg = owned.get();
+    if (step.pool && seg->pool != *step.pool) continue;
+    if (step.stream && seg->stream != *step.stream) continue;
+    if (pool_traits_[seg->pool].pinned && !step.include_pinned) continue;
+    if (seg->mapped_bytes < step.min_segment_bytes) continue;
+    if (seg->expandable || (pages && can_unmap_pages)) {
+      if (seg->mapped_bytes > 0) page_wise.push_back(seg);
+    } else if (idle(*seg)) {
+      whole.push_back({seg, seg->mapped_bytes, pools_[seg->pool].lookups() - seg->first->free_since});
+    }
+  }
+
+  std::size_t released = 0;
+  if (!page_wise.empty() && device_.caps().has_virtual_reserve) (void)device_.synchronize();
+  for (segment* seg : page_wise) {
+    if (released >= step.target_bytes) break;
+    const std::size_t page = seg->expandable ? pool_traits_[seg->pool].page_bytes : device_.caps().granularity_bytes;
+    if (free_page_bytes(*seg, page) == 0) continue;
+    if (!seg->expandable && idle(*seg)) {
+      released += release_segment(seg);  // nothing left in it: give the reservation back too
+    } else {
+      released += unmap_free_pages(seg, step.target_bytes - released);
+    }
+  }
+  if (whole.empty() || released >= step.target_bytes) return released;
+
+  if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
+  const auto release_in = [&](const std::vector<candidate>& order) {
+    for (const candidate& c : order) {
+      if (released >= step.target_bytes) break;
+      released += release_segment(c.seg);
+    }
+  };
+  switch (step.order) {
+    case release_order::address:
+      release_in(whole);
+      break;
+    case release_order::largest_first:
+      std::stable_sort(whole.begin(), whole.end(), [](const candidate& a, const candidate& b) { return a.bytes > b.bytes; });
+      release_in(whole);
+      break;
+    case release_order::best_fit_then_largest: {
+      const auto fit = std::min_element(whole.begin(), whole.end(), [&](const candidate& a, const candidate& b) {
+        const bool a_fits = a.bytes >= step.target_bytes;
+        const bool b_fits = b.bytes >= step.target_bytes;
+        if (a_fits != b_fits) return a_fits;
+        return a.bytes < b.bytes;
+      });
+      if (fit->bytes >= step.target_bytes) {
+        released += release_segment(fit->seg);
+      } else {
+        std::stable_sort(whole.begin(), whole.end(),
+                         [](const candidate& a, const candidate& b) { return a.bytes > b.bytes; });
+        release_in(whole);
+      }
+      break;
+    }
+    case release_order::aged: {
+      // PyTorch's garbage collection: release segments cached at least as long as the mean,
+      // recompute the mean over what is left, repeat until the target is met.
+      while (released < step.target_bytes && !whole.empty()) {
+        std::uint64_t total_age = 0;
+        for (const candidate& c : whole) total_age += c.age;
+        const std::uint64_t threshold = total_age / whole.size();
+        std::vector<candidate> kept;
+        for (const candidate& c : whole) {
+          if (released < step.target_bytes && c.age >= threshold) {
+            released += release_segment(c.seg);
+          } else {
+            kept.push_back(c);
+          }
+        }
+        if (kept.size() == whole.size()) break;
+        whole = std::move(kept);
+      }
+      break;
+    }
+  }
+  return released;
+}
+
+}  // namespace phasealloc::detail

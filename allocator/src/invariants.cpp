@@ -1,0 +1,127 @@
+// The invariant checker (mimalloc's mi_segment_valid in spirit): walks every segment and block
+// and recomputes the books from scratch. Tests run it after every operation; it returns one line
+// per broken invariant so a test can also assert on it directly.
+#include <array>
+
+#include "engine_impl.hpp"
+
+namespace phasealloc::detail {
+
+std::vector<std::string> engine_impl::check_invariants() const {
+  std::vector<std::string> broken;
+  const auto fail = [&](std::string line) { broken.push_back(std::move(line)); };
+
+  // Totals recomputed from the blocks, per stat type (all, small, large).
+  std::array<std::int64_t, 3> allocated{}, active{}, requested{}, reserved{}, segments{}, allocations{};
+  std::size_t free_blocks = 0;
+  std::size_t pending_blocks = 0;
+  device_address previous_end = 0;
+
+  for (const auto& [addr, seg] : segments_) {
+    if (addr != seg->addr) fail(fmt::format("segment keyed {:#x} has address {:#x}", addr, seg->addr));
+    if (seg->addr < previous_end) fail(fmt::format("segment {:#x} overlaps the previous segment", seg->addr));
+    previous_end = seg->end();
+    if (seg->first == nullptr || seg->first->prev != nullptr || seg->first->addr != seg->addr) {
+      fail(fmt::format("segment {:#x}: first block does not start it", seg->addr));
+      continue;
+    }
+    const std::size_t t = seg->small ? 1 : 2;
+    segments[0] += 1;
+    segments[t] += 1;
+    std::size_t covered = 0;
+    std::size_t mapped = 0;
+    device_address expect = seg->addr;
+    for (const block* b = seg->first; b != nullptr; b = b->next) {
+      if (b->seg != seg.get()) fail(fmt::format("block {:#x} points to another segment", b->addr));
+      if (b->addr != expect) fail(fmt::format("segment {:#x}: gap or overlap at {:#x} (block starts {:#x})", seg->addr, expect, b->addr));
+      if (b->bytes == 0) fail(fmt::format("block {:#x} is empty", b->addr));
+      if (b->next != nullptr && b->next->prev != b) fail(fmt::format("block {:#x}: next->prev is not itself", b->addr));
+      expect = b->addr + b->bytes;
+      covered += b->bytes;
+      if (b->state != block_state::unmapped) mapped += b->bytes;
+      const auto size = static_cast<std::int64_t>(b->bytes);
+      switch (b->state) {
+        case block_state::allocated: {
+          allocated[0] += size;
+          allocated[t] += size;
+          active[0] += size;
+          active[t] += size;
+          requested[0] += static_cast<std::int64_t>(b->requested_bytes);
+          requested[t] += static_cast<std::int64_t>(b->requested_bytes);
+          allocations[0] += 1;
+          allocations[t] += 1;
+          const auto it = live_.find(b->addr);
+          if (it == live_.end() || it->second != b) fail(fmt::format("allocated block {:#x} is not in the live map", b->addr));
+          if (pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("allocated block {:#x} is in a pool", b->addr));
+          break;
+        }
+        case block_state::pending_free:
+          active[0] += size;
+          active[t] += size;
+          ++pending_blocks;
+          if (b->event_count <= 0) fail(fmt::format("pending block {:#x} has no events", b->addr));
+          break;
+        case block_state::free:
+          ++free_blocks;
+          if (!pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("free block {:#x} is not in its pool", b->addr));
+          if (b->next != nullptr && b->next->state == block_state::free && b->event_count == 0 && b->next->event_count == 0) {
+            fail(fmt::format("free blocks {:#x} and {:#x} are neighbours but not merged", b->addr, b->next->addr));
+          }
+          break;
+        case block_state::unmapped:
+          if (!seg->expandable && !device_.caps().has_partial_unmap) fail(fmt::format("block {:#x} is unmapped on a device without partial unmap", b->addr));
+          if (b->next != nullptr && b->next->state == block_state::unmapped) {
+            fail(fmt::format("unmapped blocks {:#x} and {:#x} are neighbours but not merged", b->addr, b->next->addr));
+          }
+          break;
+      }
+    }
+    if (covered != seg->bytes) fail(fmt::format("segment {:#x}: blocks cover {} of {} bytes", seg->addr, covered, seg->bytes));
+    if (mapped != seg->mapped_bytes) fail(fmt::format("segment {:#x}: {} bytes mapped by blocks, books say {}", seg->addr, mapped, seg->mapped_bytes));
+    reserved[0] += static_cast<std::int64_t>(mapped);
+    reserved[t] += static_cast<std::int64_t>(mapped);
+  }
+
+  std::size_t pooled = 0;
+  for (std::size_t p = 0; p < pools_.size(); ++p) {
+    std::size_t bytes = 0;
+    for (const block* b : pools_[p].blocks()) {
+      bytes += b->bytes;
+      if (b->state != block_state::free) fail(fmt::format("pool '{}' holds block {:#x} that is not free", pool_traits_[p].name, b->addr));
+      if (b->seg->pool != p) fail(fmt::format("pool '{}' holds block {:#x} of pool {}", pool_traits_[p].name, b->addr, b->seg->pool));
+    }
+    if (bytes != pools_[p].free_bytes()) fail(fmt::format("pool '{}': blocks sum to {} but books say {}", pool_traits_[p].name, bytes, pools_[p].free_bytes()));
+    pooled += pools_[p].size();
+  }
+  if (pooled != free_blocks) fail(fmt::format("pools hold {} blocks but {} blocks are free", pooled, free_blocks));
+  if (live_.size() != static_cast<std::size_t>(allocations[0])) fail(fmt::format("live map has {} entries for {} allocated blocks", live_.size(), allocations[0]));
+  std::size_t pending_events = 0;
+  for (const pending_free& p : pending_) {
+    if (p.b->state != block_state::pending_free) fail(fmt::format("pending event for block {:#x} that is not pending", p.b->addr));
+    ++pending_events;
+  }
+  (void)pending_events;
+  if (pending_blocks > pending_.size()) fail(fmt::format("{} pending blocks but {} pending events", pending_blocks, pending_.size()));
+
+  const auto compare = [&](const char* name, const stat_array& books, const std::array<std::int64_t, 3>& truth) {
+    static constexpr const char* types[] = {"all", "small_pool", "large_pool"};
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (books.by_type[i].current != truth[i]) {
+        fail(fmt::format("{}.{}.current is {} but the blocks sum to {}", name, types[i], books.by_type[i].current, truth[i]));
+      }
+      if (books.by_type[i].peak < books.by_type[i].current) fail(fmt::format("{}.{}: peak below current", name, types[i]));
+    }
+  };
+  compare("allocated_bytes", stats_.allocated_bytes, allocated);
+  compare("active_bytes", stats_.active_bytes, active);
+  compare("requested_bytes", stats_.requested_bytes, requested);
+  compare("reserved_bytes", stats_.reserved_bytes, reserved);
+  compare("segment", stats_.segment, segments);
+  compare("allocation", stats_.allocation, allocations);
+  if (options_.limit_bytes == 0 && static_cast<std::size_t>(reserved[0]) > device_.caps().capacity_bytes) {
+    fail(fmt::format("reserved {} exceeds the device capacity {}", reserved[0], device_.caps().capacity_bytes));
+  }
+  return broken;
+}
+
+}  // namespace phasealloc::detail

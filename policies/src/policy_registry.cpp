@@ -1,0 +1,27 @@
+#include "phasealloc/policies/policy_registry.hpp"
+
+#include <fmt/format.h>
+
+#include "phasealloc/policies/basic_policy.hpp"
+
+namespace phasealloc {
+
+std::vector<policy_entry> policy_names() {
+  return {
+      {"basic", "two pools, release everything on out-of-memory (the engine's test partner)", &basic_policy::create},
+  };
+}
+
+result<std::unique_ptr<policy>, std::string> make_policy(std::string_view spec) {
+  const std::size_t colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  const std::string_view conf = colon == std::string_view::npos ? std::string_view{} : spec.substr(colon + 1);
+  std::string valid;
+  for (const policy_entry& e : policy_names()) {
+    if (e.name == name) return e.create(conf);
+    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  }
+  return fmt::format("unknown policy '{}' in \"{}\"; valid policies: {}", name, spec, valid);
+}
+
+}  // namespace phasealloc
