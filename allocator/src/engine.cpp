@@ -41,6 +41,12 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
     t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
   }
   pools_.resize(pool_traits_.size());
+  const double fraction = policy_.memory_fraction();
+  PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
+                   fraction);
+  if (options_.limit_bytes == 0 && fraction < 1.0) {
+    options_.limit_bytes = static_cast<std::size_t>(fraction * static_cast<double>(caps.capacity_bytes));
+  }
 }
 
 engine_impl::~engine_impl() {
@@ -302,8 +308,7 @@ block* engine_impl::grow_expandable(pool_id pool, stream_id stream, std::size_t 
     seg->mapped_bytes += need;
     stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(need));
     emit(trace_op::segment_map, m->addr, need, need, stream);
-    if (f != nullptr) pools_[pool].erase(f);
-    return merge_neighbours(m);
+    return merge_neighbours(m);  // absorbs f, taking it out of the pool
   }
   grow_bytes = round_up(rounded, page);
   return nullptr;

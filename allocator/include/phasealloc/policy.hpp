@@ -108,6 +108,10 @@ class policy {
   /// Whether to split block_bytes into the request and a free remainder.
   virtual bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept = 0;
 
+  /// Fraction of the device's capacity the engine may reserve (torch's per_process_memory_fraction);
+  /// applied when the engine is built without an explicit limit. Default: all of it.
+  virtual double memory_fraction() const noexcept { return 1.0; }
+
   /// Before the engine grows: what to release first. Default: nothing.
   virtual release_plan before_grow(const grow_context& /*context*/) { return {}; }
   /// After the device refused to grow: the steps to try, each followed by one retry.

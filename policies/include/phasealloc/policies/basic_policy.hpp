@@ -20,6 +20,8 @@ struct basic_policy_options {
   std::size_t small_limit_bytes = mib;      ///< Largest request served by the small pool.
   std::size_t small_segment_bytes = 2 * mib;
   std::size_t large_round_bytes = 2 * mib;  ///< Large segments are the request rounded to this.
+  bool expandable_large = false;            ///< Large pool grows by pages of large_round_bytes
+                                            ///< (on a virtual-memory device).
 };
 
 class basic_policy final : public policy {
@@ -27,7 +29,7 @@ class basic_policy final : public policy {
   using options = basic_policy_options;
 
   explicit basic_policy(options opts = {});
-  /// Reads "small_limit:1MiB,small_segment:2MiB,large_round:2MiB" (any subset).
+  /// Reads "small_limit:1MiB,small_segment:2MiB,large_round:2MiB,expandable_large:false" (any subset).
   static result<std::unique_ptr<policy>, std::string> create(std::string_view conf);
 
   std::string spec() const override;
