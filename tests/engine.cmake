@@ -1,9 +1,9 @@
 # Engine and policy tests (included from tests/CMakeLists.txt).
-phasealloc_test(NAME engine_test SRCS unit/engine_test.cpp
+phasealloc_test(NAME engine_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/engine_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;engine")
-phasealloc_test(NAME conf_test SRCS unit/conf_test.cpp
+phasealloc_test(NAME conf_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/conf_test.cpp
   DEPS phasealloc::engine phasealloc::policies LABELS "unit;engine")
-phasealloc_test(NAME engine_scenario_test SRCS scenario/engine_scenario_test.cpp
+phasealloc_test(NAME engine_scenario_test SRCS ${CMAKE_CURRENT_LIST_DIR}/scenario/engine_scenario_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "scenario;engine" TIMEOUT 1800)
-phasealloc_test(NAME engine_stress_test SRCS scenario/engine_stress_test.cpp
+phasealloc_test(NAME engine_stress_test SRCS ${CMAKE_CURRENT_LIST_DIR}/scenario/engine_stress_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "scenario;engine;threads")

@@ -162,7 +162,10 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
 }
 
 block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error) {
-  const release_plan before = policy_.before_grow(make_grow_context(request, pool, rounded, 0));
+  const std::size_t planned = pool_traits_[pool].expandable
+                                  ? round_up(rounded, pool_traits_[pool].page_bytes)
+                                  : round_up(policy_.segment_bytes(pool, rounded), device_.caps().granularity_bytes);
+  const release_plan before = policy_.before_grow(make_grow_context(request, pool, rounded, planned));
   if (!before.empty()) run_plan(before);
 
   std::size_t grow_bytes = 0;
@@ -625,6 +628,12 @@ phase_id engine::set_phase(std::string_view name) {
 std::string engine::current_phase() const {
   std::lock_guard lock(impl_->mutex_);
   return impl_->phases_.name(impl_->phases_.current());
+}
+memory_levels engine::levels() const {
+  std::lock_guard lock(impl_->mutex_);
+  const detail::byte_levels l = impl_->levels();
+  return {static_cast<std::size_t>(l.allocated), static_cast<std::size_t>(l.reserved),
+          static_cast<std::size_t>(l.active), static_cast<std::size_t>(l.requested)};
 }
 device_stats engine::stats() const {
   std::lock_guard lock(impl_->mutex_);

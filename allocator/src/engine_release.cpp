@@ -29,17 +29,6 @@ bool idle(const segment& seg) {
   return true;
 }
 
-std::size_t free_page_bytes(const segment& seg, std::size_t page) {
-  std::size_t total = 0;
-  for (const block* b = seg.first; b != nullptr; b = b->next) {
-    if (b->state != block_state::free || b->event_count != 0) continue;
-    const std::size_t lo = round_up(b->addr - seg.addr, page);
-    const std::size_t hi = (b->addr + b->bytes - seg.addr) / page * page;
-    if (hi > lo) total += hi - lo;
-  }
-  return total;
-}
-
 }  // namespace
 
 std::size_t engine_impl::run_plan(const release_plan& plan) {
@@ -81,42 +70,35 @@ std::size_t engine_impl::release_segment(segment* seg) {
   return unmapped;
 }
 
-std::size_t engine_impl::unmap_free_pages(segment* seg, std::size_t target_bytes) {
-  const std::size_t page = seg->expandable ? pool_traits_[seg->pool].page_bytes : device_.caps().granularity_bytes;
-  std::size_t released = 0;
-  for (block* b = seg->first; b != nullptr && released < target_bytes;) {
-    if (b->state != block_state::free || b->event_count != 0) {
-      b = b->next;
-      continue;
-    }
-    const device_address lo = seg->addr + round_up(b->addr - seg->addr, page);
-    const device_address hi = seg->addr + (b->addr + b->bytes - seg->addr) / page * page;
-    if (hi <= lo) {
-      b = b->next;
-      continue;
-    }
-    pools_[seg->pool].erase(b);
-    // Carve b into [head free][mid unmapped][tail free]; head and tail go back to the pool.
-    block* head = lo > b->addr ? split_front(b, lo - b->addr) : nullptr;
-    block* mid = hi < b->addr + b->bytes ? split_front(b, hi - lo) : b;
-    block* tail = mid != b ? b : nullptr;
-    const errc e = device_.unmap(mid->addr, mid->bytes);
-    PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap [{:#x}, +{}): {}", device_.name(), mid->addr,
-                     mid->bytes, to_string(e));
-    count_device(&device_stats::num_device_unmap, &phase_stats::num_device_unmap);
-    const std::size_t bytes = mid->bytes;
-    seg->mapped_bytes -= bytes;
-    stats_.reserved_bytes.decrease(seg->small, static_cast<std::int64_t>(bytes));
-    phases_.current_stats().released_bytes += static_cast<std::int64_t>(bytes);
-    emit(trace_op::segment_unmap, mid->addr, bytes, bytes, seg->stream);
-    released += bytes;
-    mid->state = block_state::unmapped;
-    if (head != nullptr) pools_[seg->pool].insert(head);
-    if (tail != nullptr) pools_[seg->pool].insert(tail);
-    mid = merge_neighbours(mid);
-    b = tail != nullptr ? tail->next : mid->next;
-  }
-  return released;
+std::size_t engine_impl::page_bytes_of(const segment& seg) const {
+  return seg.expandable ? pool_traits_[seg.pool].page_bytes : device_.caps().granularity_bytes;
+}
+
+std::size_t engine_impl::unmap_block_pages(block* b) {
+  segment* seg = b->seg;
+  const std::size_t page = page_bytes_of(*seg);
+  const device_address lo = seg->addr + round_up(b->addr - seg->addr, page);
+  const device_address hi = seg->addr + (b->addr + b->bytes - seg->addr) / page * page;
+  if (hi <= lo) return 0;
+  pools_[seg->pool].erase(b);
+  // Carve b into [head free][mid unmapped][tail free]; head and tail go back to the pool.
+  block* head = lo > b->addr ? split_front(b, lo - b->addr) : nullptr;
+  block* mid = hi < b->addr + b->bytes ? split_front(b, hi - lo) : b;
+  block* tail = mid != b ? b : nullptr;
+  const errc e = device_.unmap(mid->addr, mid->bytes);
+  PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap [{:#x}, +{}): {}", device_.name(), mid->addr,
+                   mid->bytes, to_string(e));
+  count_device(&device_stats::num_device_unmap, &phase_stats::num_device_unmap);
+  const std::size_t bytes = mid->bytes;
+  seg->mapped_bytes -= bytes;
+  stats_.reserved_bytes.decrease(seg->small, static_cast<std::int64_t>(bytes));
+  phases_.current_stats().released_bytes += static_cast<std::int64_t>(bytes);
+  emit(trace_op::segment_unmap, mid->addr, bytes, bytes, seg->stream);
+  mid->state = block_state::unmapped;
+  if (head != nullptr) pools_[seg->pool].insert(head);
+  if (tail != nullptr) pools_[seg->pool].insert(tail);
+  merge_neighbours(mid);
+  return bytes;
 }
 
 std::size_t engine_impl::run_step(const release_step& step) {
@@ -147,16 +129,40 @@ std::size_t engine_impl::run_step(const release_step& step) {
     }
   }
 
+  // Page-wise: every free block whose whole pages form a run of at least min_run_bytes, in
+  // address order or largest first; an idle non-expandable segment goes back whole.
   std::size_t released = 0;
-  if (!page_wise.empty() && device_.caps().has_virtual_reserve) (void)device_.synchronize();
+  struct run {
+    block* b;
+    std::size_t bytes;
+  };
+  std::vector<run> runs;
+  std::vector<segment*> idle_segments;
   for (segment* seg : page_wise) {
-    if (released >= step.target_bytes) break;
-    const std::size_t page = seg->expandable ? pool_traits_[seg->pool].page_bytes : device_.caps().granularity_bytes;
-    if (free_page_bytes(*seg, page) == 0) continue;
+    const std::size_t page = page_bytes_of(*seg);
     if (!seg->expandable && idle(*seg)) {
-      released += release_segment(seg);  // nothing left in it: give the reservation back too
-    } else {
-      released += unmap_free_pages(seg, step.target_bytes - released);
+      idle_segments.push_back(seg);
+      continue;
+    }
+    for (block* b = seg->first; b != nullptr; b = b->next) {
+      if (b->state != block_state::free || b->event_count != 0) continue;
+      const std::size_t lo = round_up(b->addr - seg->addr, page);
+      const std::size_t hi = (b->addr + b->bytes - seg->addr) / page * page;
+      if (hi > lo && hi - lo >= std::max<std::size_t>(step.min_run_bytes, 1)) runs.push_back({b, hi - lo});
+    }
+  }
+  if (!runs.empty() || !idle_segments.empty()) {
+    if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
+    if (step.order == release_order::largest_first || step.order == release_order::best_fit_then_largest) {
+      std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) { return a.bytes > b.bytes; });
+    }
+    for (segment* seg : idle_segments) {
+      if (released >= step.target_bytes) break;
+      released += release_segment(seg);
+    }
+    for (const run& r : runs) {
+      if (released >= step.target_bytes) break;
+      released += unmap_block_pages(r.b);  // blocks of other runs are untouched by this one
     }
   }
   if (whole.empty() || released >= step.target_bytes) return released;

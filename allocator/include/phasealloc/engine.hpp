@@ -32,6 +32,14 @@ struct engine_options {
   std::size_t limit_bytes = 0;
 };
 
+/// Current bytes, all pools.
+struct memory_levels {
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+  std::size_t active_bytes = 0;
+  std::size_t requested_bytes = 0;
+};
+
 /// Why an allocation failed: the code and, for out of memory, the report users read.
 struct alloc_error {
   errc code = errc::out_of_memory;
@@ -81,6 +89,8 @@ class engine {
   std::string current_phase() const;
 
   // --- books -----------------------------------------------------------------------------------
+  /// The four current byte levels (cheap: no walk over the pools, unlike stats()).
+  memory_levels levels() const;
   device_stats stats() const;
   std::vector<phase_stats> phases() const;
   void reset_peak_stats();

@@ -56,6 +56,8 @@ struct release_step {
   std::optional<stream_id> stream;      ///< Only segments of this stream (nullopt: every stream).
   bool include_pinned = false;          ///< Also pools marked pinned.
   std::size_t min_segment_bytes = 0;    ///< Only segments at least this large.
+  std::size_t min_run_bytes = 0;        ///< free_pages: only free page runs at least this large
+                                        ///< (bounds the number of unmap calls).
   std::size_t target_bytes = SIZE_MAX;  ///< Stop once this many bytes were released.
   release_order order = release_order::address;
   bool synchronize = false;             ///< First wait for pending cross-stream frees to complete.
@@ -68,7 +70,8 @@ struct grow_context {
   alloc_request request;
   std::size_t rounded_bytes = 0;
   pool_id pool = 0;
-  std::size_t grow_bytes = 0;      ///< Size of the segment or pages the engine wants to add.
+  std::size_t grow_bytes = 0;      ///< Size of the segment (or, for an expandable pool, at most
+                                   ///< the pages) the engine wants to add.
   std::size_t reserved_bytes = 0;  ///< Reserved now (mapped bytes).
   std::size_t allocated_bytes = 0;
   std::size_t capacity_bytes = 0;  ///< Device capacity.

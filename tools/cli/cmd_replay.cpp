@@ -1,0 +1,99 @@
+// phasealloc replay TRACE --policy SPEC [--policy SPEC ...] [--capacity 80GiB] [--json] [--html FILE]
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "phasealloc/conf.hpp"
+#include "phasealloc/report/report.hpp"
+#include "phasealloc/trace/trace_summary.hpp"
+#include "progress_bar.hpp"
+#include "replay_output.hpp"
+#include "trace_input.hpp"
+
+namespace phasealloc::cli {
+namespace {
+
+struct replay_args {
+  std::string source;
+  std::vector<std::string> policies;
+  std::string capacity = "80GiB";
+  std::string device = "auto";
+  bool json = false;
+  std::string html;
+  bool check = false;
+  bool quiet = false;
+};
+
+void run_replay(const replay_args& a, const std::string& command_line) {
+  const auto capacity = parse_bytes(a.capacity);
+  if (!capacity || *capacity == 0) throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", a.capacity));
+  auto loaded = load_any_trace(a.source);
+  if (!loaded) throw command_error(loaded.error());
+  const trace& t = loaded.value();
+
+  replay_report report;
+  report.trace_name = display_name(a.source);
+  report.events = t.events.size();
+  report.floor_bytes = summarize(t).peak_live_bytes;
+  report.capacity_bytes = *capacity;
+
+  for (const std::string& spec : a.policies) {
+    replay_options options;
+    options.capacity_bytes = *capacity;
+    if (a.device == "vmm") options.virtual_memory = true;
+    if (a.device == "segments") options.virtual_memory = false;
+    options.check_invariants = a.check;
+    options.timeline_points = a.html.empty() ? 0 : 2000;
+    progress_bar bar(fmt::format("replaying {}", spec), !a.quiet);
+    options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    auto r = replay(t, spec, options);
+    if (!r) throw command_error(r.error());
+    report.results.push_back(std::move(r).value());
+  }
+
+  if (a.json) {
+    std::cout << replay_json(report).dump(2) << '\n';
+  } else {
+    std::cout << render_replay_text(report);
+  }
+  if (!a.html.empty()) {
+    report_input in;
+    in.trace_name = report.trace_name;
+    in.floor_bytes = report.floor_bytes;
+    in.capacity_bytes = report.capacity_bytes;
+    in.results = report.results;
+    in.generated_by = command_line;
+    auto written = write_html_report(a.html, in);
+    if (!written) throw command_error(written.error());
+    if (!a.json) std::cout << "\nreport: " << a.html << '\n';
+  }
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  auto args = std::make_shared<replay_args>();
+  CLI::App* cmd = app.add_subcommand("replay", "Replay a trace against policies on a simulated GPU, side by side");
+  cmd->add_option("trace", args->source,
+                  "trace file (.patrace, text trace, PyTorch snapshot .pickle, Kineto .json, RMM .csv) or synth:JOB")
+      ->required();
+  cmd->add_option("-p,--policy", args->policies, "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
+      ->required();
+  cmd->add_option("-c,--capacity", args->capacity, "simulated device capacity")->capture_default_str();
+  cmd->add_option("--device", args->device, "simulated device kind: auto (by policy), segments (cudaMalloc), vmm")
+      ->check(CLI::IsMember({"auto", "segments", "vmm"}))
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print one JSON document instead of tables");
+  cmd->add_option("--html", args->html, "also write a self-contained HTML report to this file");
+  cmd->add_flag("--check", args->check, "run the engine's invariant checker after every event (slow)");
+  cmd->add_flag("-q,--quiet", args->quiet, "no progress bar");
+  cmd->callback([args] {
+    std::string line = "phasealloc replay " + args->source;
+    for (const auto& p : args->policies) line += " --policy " + p;
+    run_replay(*args, line);
+  });
+}
+
+}  // namespace phasealloc::cli

@@ -1,0 +1,20 @@
+// The `phasealloc` subcommands; each file adds one to the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace phasealloc::cli {
+
+void add_replay_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_convert_commands(CLI::App& app);  // convert, export
+void add_synth_command(CLI::App& app);
+void add_policies_command(CLI::App& app);
+
+/// Thrown by a command to end with a message and exit status 1 (tools may throw; the engine never does).
+struct command_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace phasealloc::cli

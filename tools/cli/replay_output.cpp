@@ -1,0 +1,103 @@
+#include "replay_output.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "phasealloc/oom_report.hpp"
+#include "text_table.hpp"
+
+namespace phasealloc::cli {
+
+std::string render_replay_text(const replay_report& r) {
+  std::string out = fmt::format("trace  {}: {} events, floor (peak live bytes) {}\ndevice simulated, capacity {}\n\n",
+                                r.trace_name, r.events, format_bytes(r.floor_bytes), format_bytes(r.capacity_bytes));
+  text_table overall({"policy", "peak reserved", "peak allocated", "frag", "over floor", "device calls",
+                      "est. device time", "OOMs", "replay"});
+  for (const replay_result& x : r.results) {
+    overall.add({x.policy, format_bytes(x.peak_reserved_bytes), format_bytes(x.peak_allocated_bytes),
+                 percent(x.fragmentation()),
+                 format_bytes(x.peak_reserved_bytes > r.floor_bytes ? x.peak_reserved_bytes - r.floor_bytes : 0),
+                 fmt::format("{} ({}/{}/{}/{})", x.device_calls(), x.device_allocs, x.device_frees, x.device_maps,
+                             x.device_unmaps),
+                 nanoseconds(x.modeled_device_time_ns), std::to_string(x.ooms),
+                 fmt::format("{:.2f} s", x.wall_seconds)});
+  }
+  out += overall.render();
+  out += "device calls: total (reserve/release/map/unmap); est. device time is modelled, not measured.\n";
+
+  // Per phase: one row per phase, one column pair per policy.
+  std::vector<std::string> phase_names;
+  for (const replay_result& x : r.results) {
+    for (const phase_stats& p : x.phases) {
+      if (std::find(phase_names.begin(), phase_names.end(), p.name) == phase_names.end()) phase_names.push_back(p.name);
+    }
+  }
+  if (!phase_names.empty()) {
+    std::vector<std::string> header{"phase: peak reserved / frag"};
+    for (const replay_result& x : r.results) header.push_back(x.policy);
+    text_table phases(header);
+    for (const std::string& name : phase_names) {
+      std::vector<std::string> row{name};
+      for (const replay_result& x : r.results) {
+        const auto it = std::find_if(x.phases.begin(), x.phases.end(), [&](auto& p) { return p.name == name; });
+        row.push_back(it == x.phases.end()
+                          ? "-"
+                          : fmt::format("{} / {}", format_bytes(static_cast<std::size_t>(it->peak_reserved_bytes)),
+                                        percent(it->fragmentation())));
+      }
+      phases.add(std::move(row));
+    }
+    out += "\n" + phases.render();
+  }
+  return out;
+}
+
+nlohmann::json replay_json(const replay_report& r) {
+  nlohmann::json doc;
+  doc["trace"] = r.trace_name;
+  doc["events"] = r.events;
+  doc["floor_bytes"] = r.floor_bytes;
+  doc["capacity_bytes"] = r.capacity_bytes;
+  doc["results"] = nlohmann::json::array();
+  for (const replay_result& x : r.results) {
+    nlohmann::json j;
+    j["policy"] = x.policy;
+    j["device"] = x.device;
+    j["peak_reserved_bytes"] = x.peak_reserved_bytes;
+    j["peak_allocated_bytes"] = x.peak_allocated_bytes;
+    j["peak_requested_bytes"] = x.peak_requested_bytes;
+    j["fragmentation"] = x.fragmentation();
+    j["device_allocs"] = x.device_allocs;
+    j["device_frees"] = x.device_frees;
+    j["device_maps"] = x.device_maps;
+    j["device_unmaps"] = x.device_unmaps;
+    j["device_calls"] = x.device_calls();
+    j["alloc_retries"] = x.alloc_retries;
+    j["ooms"] = x.ooms;
+    j["modeled_device_time_ns"] = x.modeled_device_time_ns;
+    j["wall_seconds"] = x.wall_seconds;
+    j["phases"] = nlohmann::json::array();
+    for (const phase_stats& p : x.phases) {
+      j["phases"].push_back({{"name", p.name},
+                             {"intervals", p.intervals},
+                             {"peak_reserved_bytes", p.peak_reserved_bytes},
+                             {"peak_allocated_bytes", p.peak_allocated_bytes},
+                             {"peak_active_bytes", p.peak_active_bytes},
+                             {"peak_requested_bytes", p.peak_requested_bytes},
+                             {"fragmentation", p.fragmentation()},
+                             {"reserved_unallocated_at_peak_bytes", p.reserved_unallocated_at_peak_bytes},
+                             {"largest_free_block_at_peak_bytes", p.largest_free_block_at_peak_bytes},
+                             {"device_allocs", p.num_device_alloc},
+                             {"device_frees", p.num_device_free},
+                             {"device_maps", p.num_device_map},
+                             {"device_unmaps", p.num_device_unmap},
+                             {"released_bytes", p.released_bytes},
+                             {"ooms", p.num_ooms}});
+    }
+    doc["results"].push_back(std::move(j));
+  }
+  return doc;
+}
+
+}  // namespace phasealloc::cli

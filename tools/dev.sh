@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# phasealloc developer entry point: the README's two commands and CI run through here.
+#
+#   tools/dev.sh demo    install what is missing, build, replay the bundled RLHF trace (main job)
+#   tools/dev.sh test    install what is missing, build, run every test: unit, conformance,
+#                        scenario, python, bench smoke; then ASan+UBSan and TSan runs of the
+#                        engine tests and a short fuzz run of the parsers
+#   tools/dev.sh deps    only install the Debian packages
+#   tools/dev.sh build   only configure and build (build/)
+#
+# Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
+# FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${JOBS:-$(nproc)}
+build_dir=${BUILD_DIR:-build}
+
+packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-pytest chromium)
+
+log() { printf '\n== %s\n' "$*"; }
+
+deps() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "Debian packages: all present"
+    return
+  fi
+  log "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+configure_and_build() {  # dir, extra cmake args..., -- targets...
+  local dir=$1
+  shift
+  local args=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  targets=("$@")
+  cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
+  ninja -C "$dir" -j "$jobs" "${targets[@]}"
+}
+
+build() {
+  log "build ($build_dir)"
+  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo --
+}
+
+demo() {
+  build
+  log "main job: replay of the bundled RLHF PPO trace"
+  "$build_dir/tools/phasealloc" replay tools/data/ppo-125m.patrace \
+    --policy pytorch --policy pytorch:expandable_segments:True --policy phasealloc \
+    --capacity 80GiB --html "$build_dir/ppo-125m-report.html"
+  log "report written to $build_dir/ppo-125m-report.html"
+}
+
+test_all() {
+  build
+  log "tests (release build)"
+  (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
+
+  if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
+    local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test sim_device_test
+                        sim_device_conformance_test)
+    log "address + undefined-behaviour sanitizers (engine tests)"
+    configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug "-DPHASEALLOC_SANITIZE=address;undefined" \
+      -DPHASEALLOC_BUILD_BENCH=OFF -- "${engine_tests[@]}"
+    (cd build-asan && PHASEALLOC_SCENARIO_OPS=200000 ctest --output-on-failure -j "$jobs" \
+      -R "^($(IFS='|'; echo "${engine_tests[*]}"))\$")
+    log "thread sanitizer (engine tests)"
+    configure_and_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DPHASEALLOC_SANITIZE=thread \
+      -DPHASEALLOC_BUILD_BENCH=OFF -- engine_stress_test engine_test
+    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R '^(engine_stress_test|engine_test)$')
+  fi
+
+  if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x tests/fuzz/run_fuzz.sh ]; then
+    log "fuzzing the parsers (${FUZZ_SECONDS:-15} s each)"
+    tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-15}"
+  fi
+  log "all tests passed"
+}
+
+case "${1:-}" in
+  deps) deps ;;
+  build) deps; build ;;
+  demo) deps; demo ;;
+  test) deps; test_all ;;
+  *) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

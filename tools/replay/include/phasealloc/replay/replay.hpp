@@ -1,0 +1,98 @@
+// Replay: run a recorded (or synthesized) trace through the real engine and a policy on the sim
+// device, and measure what that allocator would have reserved, per phase.
+//
+// Design note
+// Rationale: a replay must predict what the production library does, so it runs the same engine
+//   and policies the interpose layer runs, only against the sim device. Nothing is re-modelled.
+// Approach: each trace event becomes one engine call (alloc -> allocate, free -> deallocate of the
+//   id's address, phase -> set_phase, empty_cache, record_stream); segment events of the
+//   recording allocator are not followed, only collected for comparison. An allocation that fails
+//   (out of memory on the simulated capacity) is counted and its later free skipped.
+// Limitations: events complete at once on the sim device, so cross-stream frees are never
+//   pending (the trace has no kernel timing); one device per trace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/stats.hpp"
+#include "phasealloc/status.hpp"
+#include "phasealloc/trace/trace_format.hpp"
+
+namespace phasealloc {
+
+/// A modelled (not measured) cost of device calls, for the "estimated allocator time" column:
+/// tens of microseconds per cudaMalloc/cudaFree or cuMem call, per 2 MiB page for mapping.
+sim_cost default_replay_cost();
+
+struct replay_options {
+  std::size_t capacity_bytes = 80 * gib;
+  std::size_t granularity_bytes = 2 * mib;
+  /// Device kind: nullopt = virtual memory iff the policy has an expandable pool (what the
+  /// interpose layer's default device choice amounts to for that policy).
+  std::optional<bool> virtual_memory;
+  sim_cost cost = default_replay_cost();
+  bool check_invariants = false;     ///< Run the engine's checker after every event (slow).
+  std::size_t timeline_points = 0;   ///< Keep about this many (time, allocated, reserved) samples.
+  bool record_segments = false;      ///< Keep the sizes of the replay's segment allocations.
+  /// Called now and then with (events done, events total).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// One sample of the memory timeline: the maxima over the events it stands for.
+struct timeline_point {
+  std::size_t event = 0;
+  std::uint64_t time_ns = 0;
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+};
+
+/// A stretch of the trace during which one phase was current.
+struct phase_band {
+  std::string name;
+  std::size_t first_event = 0;
+  std::size_t end_event = 0;  ///< One past the last event.
+  std::uint64_t start_ns = 0;
+  std::uint64_t end_ns = 0;
+};
+
+struct replay_result {
+  std::string policy;   ///< The effective spec.
+  std::string device;   ///< "sim (whole segments)" or "sim (virtual memory)".
+  std::size_t capacity_bytes = 0;
+  std::size_t events = 0;
+  std::size_t peak_reserved_bytes = 0;
+  std::size_t peak_allocated_bytes = 0;
+  std::size_t peak_requested_bytes = 0;
+  std::int64_t device_allocs = 0;  ///< Segments reserved (cudaMalloc / cuMemAddressReserve).
+  std::int64_t device_frees = 0;
+  std::int64_t device_maps = 0;
+  std::int64_t device_unmaps = 0;
+  std::int64_t alloc_retries = 0;
+  std::int64_t ooms = 0;           ///< Allocations that failed for lack of memory.
+  std::uint64_t modeled_device_time_ns = 0;
+  double wall_seconds = 0;
+  std::vector<phase_stats> phases;  ///< Phases that saw any event ("unphased" only if it did).
+  std::vector<timeline_point> timeline;
+  std::vector<phase_band> bands;
+  std::vector<std::size_t> segment_alloc_bytes;
+
+  std::int64_t device_calls() const noexcept { return device_allocs + device_frees + device_maps + device_unmaps; }
+  double fragmentation() const noexcept {
+    return peak_reserved_bytes == 0 ? 0.0
+                                    : 1.0 - static_cast<double>(peak_allocated_bytes) /
+                                                static_cast<double>(peak_reserved_bytes);
+  }
+};
+
+/// Replays `t` with the policy built from `policy_spec` ("pytorch", "phasealloc:...").
+result<replay_result, std::string> replay(const trace& t, std::string_view policy_spec,
+                                          const replay_options& options = {});
+
+}  // namespace phasealloc

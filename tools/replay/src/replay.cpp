@@ -1,0 +1,195 @@
+#include "phasealloc/replay/replay.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "phasealloc/engine.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
+
+namespace phasealloc {
+namespace {
+
+/// Keeps the sizes of segment allocations as the engine makes them.
+struct segment_sink final : trace_sink {
+  std::vector<std::size_t>* sizes = nullptr;
+  void on_event(const trace_record& r) noexcept override {
+    if (r.op == trace_op::segment_alloc) sizes->push_back(r.block_bytes);
+  }
+};
+
+/// Alloc id -> address: a vector when ids are dense (the usual case), a hash map otherwise.
+class address_book {
+ public:
+  explicit address_book(const trace& t) {
+    std::uint64_t max_id = 0;
+    for (const trace_event& e : t.events) {
+      if (e.op == trace_event_op::alloc) max_id = std::max(max_id, e.alloc_id);
+    }
+    dense_ = max_id < 4 * t.events.size() + 1024;
+    if (dense_) by_id_.assign(max_id + 1, 0);
+  }
+  void set(std::uint64_t id, device_address a) {
+    if (dense_) by_id_[id] = a;
+    else sparse_[id] = a;
+  }
+  /// 0 when the id has no live address (never allocated here, or its allocation failed).
+  device_address take(std::uint64_t id) {
+    if (dense_) {
+      if (id >= by_id_.size()) return 0;
+      return std::exchange(by_id_[id], 0);
+    }
+    const auto it = sparse_.find(id);
+    if (it == sparse_.end()) return 0;
+    const device_address a = it->second;
+    sparse_.erase(it);
+    return a;
+  }
+  device_address peek(std::uint64_t id) const {
+    if (dense_) return id < by_id_.size() ? by_id_[id] : 0;
+    const auto it = sparse_.find(id);
+    return it == sparse_.end() ? 0 : it->second;
+  }
+
+ private:
+  bool dense_ = true;
+  std::vector<device_address> by_id_;
+  std::unordered_map<std::uint64_t, device_address> sparse_;
+};
+
+}  // namespace
+
+sim_cost default_replay_cost() {
+  sim_cost c;
+  c.reserve_ns = 30'000;       // cudaMalloc / cuMemAddressReserve
+  c.release_ns = 30'000;       // cudaFree (synchronises) / cuMemAddressFree
+  c.map_ns = 5'000;            // cuMemMap + cuMemSetAccess per call
+  c.map_granule_ns = 8'000;    // cuMemCreate per 2 MiB page
+  c.unmap_ns = 5'000;
+  c.unmap_granule_ns = 4'000;  // cuMemUnmap + cuMemRelease per page
+  c.event_ns = 1'000;
+  c.sync_ns = 10'000;
+  return c;
+}
+
+result<replay_result, std::string> replay(const trace& t, std::string_view policy_spec, const replay_options& options) {
+  auto made = make_policy(policy_spec);
+  if (!made) return made.error();
+  std::unique_ptr<policy> pol = std::move(made).value();
+
+  bool virtual_memory = false;
+  if (options.virtual_memory) {
+    virtual_memory = *options.virtual_memory;
+  } else {
+    for (const pool_traits& p : pol->pools()) virtual_memory = virtual_memory || p.expandable;
+  }
+  sim_config sim;
+  sim.capacity_bytes = options.capacity_bytes;
+  sim.granularity_bytes = options.granularity_bytes;
+  sim.virtual_memory = virtual_memory;
+  sim.events_complete_immediately = true;
+  sim.cost = options.cost;
+  sim.cost.spin = false;
+  sim_device dev(sim);
+
+  replay_result out;
+  out.policy = pol->spec();
+  out.device = virtual_memory ? "sim (virtual memory)" : "sim (whole segments)";
+  out.capacity_bytes = options.capacity_bytes;
+  out.events = t.events.size();
+
+  segment_sink segments;
+  segments.sizes = &out.segment_alloc_bytes;
+  address_book addresses(t);
+  const auto started = std::chrono::steady_clock::now();
+  {
+    engine eng(dev, *pol, engine_options{.strict = false, .check_invariants = options.check_invariants});
+    if (options.record_segments) eng.set_trace_sink(&segments);
+
+    const std::size_t n = t.events.size();
+    const std::size_t stride = options.timeline_points == 0 ? 0 : std::max<std::size_t>(1, n / options.timeline_points);
+    timeline_point window;
+    const std::size_t progress_every = std::max<std::size_t>(n / 100, 1);
+    std::string current_phase = "unphased";
+    out.bands.push_back({current_phase, 0, 0, 0, 0});
+
+    for (std::size_t i = 0; i < n; ++i) {
+      const trace_event& e = t.events[i];
+      switch (e.op) {
+        case trace_event_op::alloc: {
+          auto r = eng.allocate(e.bytes, e.stream, e.tag);
+          if (r) addresses.set(e.alloc_id, r.value());
+          break;
+        }
+        case trace_event_op::free: {
+          const device_address a = addresses.take(e.alloc_id);
+          if (a != 0) (void)eng.deallocate(a);
+          break;
+        }
+        case trace_event_op::record_stream: {
+          const device_address a = addresses.peek(e.alloc_id);
+          if (a != 0) (void)eng.record_stream(a, e.stream);
+          break;
+        }
+        case trace_event_op::phase: {
+          const std::string& name = e.name < t.strings.size() ? t.strings[e.name] : current_phase;
+          const std::string next = name.empty() ? std::string("unphased") : name;
+          if (next != current_phase) {
+            out.bands.back().end_event = i;
+            out.bands.back().end_ns = e.time_ns;
+            out.bands.push_back({next, i, 0, e.time_ns, 0});
+            current_phase = next;
+          }
+          eng.set_phase(next);
+          break;
+        }
+        case trace_event_op::empty_cache:
+          eng.empty_cache();
+          break;
+        default:  // the recording allocator's own segment events and OOMs: not followed
+          break;
+      }
+      if (stride != 0) {
+        const memory_levels l = eng.levels();
+        window.allocated_bytes = std::max(window.allocated_bytes, l.allocated_bytes);
+        window.reserved_bytes = std::max(window.reserved_bytes, l.reserved_bytes);
+        if ((i + 1) % stride == 0 || i + 1 == n) {
+          window.event = i;
+          window.time_ns = e.time_ns;
+          out.timeline.push_back(window);
+          window = timeline_point{};
+        }
+      }
+      if (options.progress && (i + 1) % progress_every == 0) options.progress(i + 1, n);
+    }
+    out.bands.back().end_event = n;
+    out.bands.back().end_ns = n == 0 ? 0 : t.events.back().time_ns;
+    if (out.bands.front().first_event == out.bands.front().end_event && out.bands.size() > 1) {
+      out.bands.erase(out.bands.begin());
+    }
+
+    const device_stats s = eng.stats();
+    out.peak_reserved_bytes = static_cast<std::size_t>(s.reserved_bytes[stat_type::all].peak);
+    out.peak_allocated_bytes = static_cast<std::size_t>(s.allocated_bytes[stat_type::all].peak);
+    out.peak_requested_bytes = static_cast<std::size_t>(s.requested_bytes[stat_type::all].peak);
+    out.device_allocs = s.num_device_alloc;
+    out.device_frees = s.num_device_free;
+    out.device_maps = s.num_device_map;
+    out.device_unmaps = s.num_device_unmap;
+    out.alloc_retries = s.num_alloc_retries;
+    out.ooms = s.num_ooms;
+    for (const phase_stats& p : eng.phases()) {
+      if (p.num_allocs == 0 && p.num_frees == 0 && p.name == "unphased") continue;
+      if (p.intervals == 0) continue;
+      out.phases.push_back(p);
+    }
+    eng.set_trace_sink(nullptr);
+  }
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.modeled_device_time_ns = dev.modeled_time_ns();
+  return out;
+}
+
+}  // namespace phasealloc
