@@ -203,6 +203,7 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   r.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
   r.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   r.largest_free_block_bytes = largest_free_bytes();
+  r.device_failure = device_.last_failure();
   r.pool = pool_traits_[pool].name;
   r.phase = phases_.name(phases_.current());
   r.phases = phases_.all();

@@ -22,6 +22,7 @@ std::string format_oom_report(const oom_report& r) {
       ". {} allocated, {} reserved, {} reserved but unallocated (largest free block {}).",
       format_bytes(r.allocated_bytes), format_bytes(r.reserved_bytes), format_bytes(r.reserved_unallocated_bytes()),
       format_bytes(r.largest_free_block_bytes));
+  if (!r.device_failure.empty()) out += fmt::format("\nThe device said: {}", r.device_failure);
   if (!r.phases.empty()) {
     out += "\nPer phase (peak allocated / peak reserved / fragmentation):";
     for (const phase_stats& p : r.phases) {

@@ -33,24 +33,27 @@ TEST(EngineStressTest, ConcurrentThreadsKeepExactBooks) {
     const stream_id stream = static_cast<stream_id>(id + 1);
     for (int i = 0; i < ops_per_thread; ++i) {
       const unsigned roll = static_cast<unsigned>(rng() % 100);
-      if (roll < 50 || mine.empty()) {
+      if ((roll < 50 && mine.size() < 48) || mine.empty()) {
         const std::size_t bytes = static_cast<std::size_t>(std::exp2(std::uniform_real_distribution<double>(6, 24)(rng)));
         auto r = e.allocate(bytes, stream);
         ASSERT_TRUE(r.has_value()) << format_oom_report(r.error().report);
         ++allocs;
+        bool handed = false;
         if (rng() % 4 == 0) {
           std::lock_guard lock(handoff_mutex);
-          handoff.push_back(r.value());
-        } else {
-          mine.push_back(r.value());
+          if (handoff.size() < 32) {
+            handoff.push_back(r.value());
+            handed = true;
+          }
         }
+        if (!handed) mine.push_back(r.value());
       } else if (roll < 90) {
         const std::size_t k = rng() % mine.size();
         ASSERT_EQ(e.deallocate(mine[k]), errc::ok);
         mine[k] = mine.back();
         mine.pop_back();
         ++frees;
-      } else if (roll < 95) {
+      } else if (roll < 96) {
         device_address a = 0;
         {
           std::lock_guard lock(handoff_mutex);
@@ -64,7 +67,7 @@ TEST(EngineStressTest, ConcurrentThreadsKeepExactBooks) {
           ASSERT_EQ(e.deallocate(a), errc::ok);
           ++frees;
         }
-      } else if (roll < 97 && id == 0) {
+      } else if (roll < 97 && id == 0) {  // the working set stays bounded: 4 x 48 own + 32 handed over
         e.set_phase(rng() % 2 ? "generation" : "training");
       } else if (roll < 98) {
         (void)e.stats();

@@ -19,11 +19,15 @@
 // unmap name ranges inside one live reservation; without has_partial_unmap, unmap names a whole
 // reservation. Without has_virtual_reserve, map and unmap answer not_supported.
 //
+// A call that fails changes nothing: a map that fails half way unmaps what it mapped.
+//
 // Events: create_event makes a reusable marker; record_event places it on a stream; query_event
-// says whether the work enqueued before it has completed; synchronize_event waits for that.
+// says whether the work enqueued before it has completed (an event never recorded has);
+// synchronize_event waits for that.
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "phasealloc/status.hpp"
@@ -65,6 +69,10 @@ class device {
   virtual void destroy_event(event_id event) noexcept = 0;
   /// Waits for all work on the device (before memory that streams may still touch is unmapped).
   virtual errc synchronize() noexcept = 0;
+
+  /// The last failed call and the driver's words for it ("cuMemCreate(2097152) failed:
+  /// CUDA_ERROR_OUT_OF_MEMORY"), for error reports; empty when nothing failed or not known.
+  virtual std::string last_failure() const { return {}; }
 };
 
 }  // namespace phasealloc

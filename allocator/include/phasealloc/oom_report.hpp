@@ -20,6 +20,7 @@ struct oom_report {
   std::size_t allocated_bytes = 0;
   std::size_t reserved_bytes = 0;
   std::size_t largest_free_block_bytes = 0;
+  std::string device_failure;           ///< The device's last failed call, when it said.
   std::string pool;
   std::string phase;
   std::vector<phase_stats> phases;
