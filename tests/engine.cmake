@@ -7,3 +7,7 @@ phasealloc_test(NAME engine_scenario_test SRCS ${CMAKE_CURRENT_LIST_DIR}/scenari
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "scenario;engine" TIMEOUT 1800)
 phasealloc_test(NAME engine_stress_test SRCS ${CMAKE_CURRENT_LIST_DIR}/scenario/engine_stress_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "scenario;engine;threads")
+phasealloc_test(NAME size_classes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/size_classes_test.cpp
+  DEPS phasealloc::policies LABELS "unit;policy")
+phasealloc_test(NAME phasealloc_policy_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/phasealloc_policy_test.cpp
+  DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;policy")

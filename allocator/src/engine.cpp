@@ -515,25 +515,29 @@ errc engine_impl::classify_unknown(device_address addr, std::size_t size_bytes) 
 // --- phases and books --------------------------------------------------------------------------
 
 phase_id engine_impl::transition(std::string_view name, int kind) {
+  // The policy acts before the new phase starts: what it releases is the old phase's cache, and
+  // the new phase's peaks start from the levels after the release.
   transition_context c;
   c.from = phases_.current();
-  c.interval_peak_allocated_bytes = static_cast<std::size_t>(phases_.interval_peak_allocated());
-  c.interval_peak_reserved_bytes = static_cast<std::size_t>(phases_.interval_peak_reserved());
-  switch (kind) {
-    case 0: phases_.push(phases_.intern(name)); break;
-    case 1: phases_.pop(); break;
-    default: phases_.replace(phases_.intern(name)); break;
-  }
-  c.to = phases_.current();
+  c.to = kind == 1 ? phases_.below() : phases_.intern(name);
   c.from_name = phases_.name(c.from);
   c.to_name = phases_.name(c.to);
+  c.interval_peak_allocated_bytes = static_cast<std::size_t>(phases_.interval_peak_allocated());
+  c.interval_peak_reserved_bytes = static_cast<std::size_t>(phases_.interval_peak_reserved());
   c.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   c.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
   c.capacity_bytes = device_.caps().capacity_bytes;
-  emit(trace_op::phase_end, 0, 0, 0, 0, 0, c.from_name);
-  emit(trace_op::phase_begin, 0, 0, 0, 0, 0, c.to_name);
   const release_plan plan = policy_.on_transition(c);
   if (!plan.empty()) run_plan(plan);
+  phases_.observe(levels());  // the release's effect belongs to the old phase's books
+
+  emit(trace_op::phase_end, 0, 0, 0, 0, 0, c.from_name);
+  switch (kind) {
+    case 0: phases_.push(c.to); break;
+    case 1: phases_.pop(); break;
+    default: phases_.replace(c.to); break;
+  }
+  emit(trace_op::phase_begin, 0, 0, 0, 0, 0, c.to_name);
   after_operation();
   return c.to;
 }

@@ -30,6 +30,8 @@ class phase_book {
 
   phase_id intern(std::string_view name);
   phase_id current() const noexcept { return stack_.back(); }
+  /// The phase pop() would return to (the current one at the bottom of the stack).
+  phase_id below() const noexcept { return stack_.size() > 1 ? stack_[stack_.size() - 2] : stack_.back(); }
   const std::string& name(phase_id id) const { return phases_[id].name; }
 
   /// Transitions; each returns the phase that was current before.

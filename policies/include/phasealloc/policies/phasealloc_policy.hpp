@@ -1,0 +1,90 @@
+// `phasealloc`: the phase-aware policy, phasealloc's default.
+//
+// What it does (keys in the PHASEALLOC_CONF / --policy grammar, defaults in brackets):
+//   release:none|all|adaptive [adaptive]  At a phase transition, return cached memory. `all`
+//       unmaps every free page (what hand-placed empty_cache() does, page-granular); `adaptive`
+//       keeps what the phase that starts needed at its peak the last time it ran, and releases
+//       the rest, so the next phase does not pay to grow back.
+//   release_threshold:BYTES [64MiB]  Skip a transition release smaller than this (saves calls).
+//   reclaim:BOOL [true]  Before growing past the highest reserved level of the current phase, first
+//       unmap free page runs (holes between live blocks), so growth reuses their memory instead
+//       of adding to it: holes never block a large allocation.
+//   reclaim_min_run:BYTES [2MiB]  Holes smaller than this stay mapped (bounds unmap calls).
+//   page:BYTES [2MiB]  Mapping unit of the pools (a multiple of the device granularity).
+//   pin_tags:[T,...] []  Allocation tags served by the pinned pool (e.g. offloaded parameter and
+//       optimizer chunks reloaded every iteration): its memory is never released at transitions,
+//       so every reload lands in the same slots without fragmenting the rest.
+//   pin_sizes:[BYTES,...] []  Request sizes served by the pinned pool (for untagged jobs).
+//   memory_fraction:F [1]  Share of the device the engine may reserve.
+//
+// Design note
+// Rationale: PyTorch's allocator caches whatever a phase freed; in RLHF the next phase needs other
+//   sizes, so the cache is dead weight on top of the next phase's peak (Zhou et al. measured ~25%
+//   of memory). Hand-placed empty_cache() returns only whole unsplit segments; expandable_segments
+//   grows compactly but never shrinks. Here every pool grows by pages (expandable, on a CUDA VMM
+//   device) and shrinks by pages: at transitions (what the next phase will not use) and before
+//   growing (holes first). Reserved memory tracks live memory within a page per hole.
+// Approach: the engine does the mechanism (release steps over free page runs, largest first);
+//   this class only decides when and how much, learning per phase name the peak allocated bytes
+//   of its last interval.
+// Limitations: needs a device with virtual memory (cuda_vmm, or sim with virtual_memory); on a
+//   whole-segment device the engine serves the pools with whole segments and only idle segments
+//   are released. Prediction is per phase name: a phase whose need varies a lot between iterations
+//   pays growth calls when it needs more than last time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "phasealloc/policy.hpp"
+#include "phasealloc/status.hpp"
+
+namespace phasealloc {
+
+enum class transition_release { none, all, adaptive };
+
+struct phasealloc_policy_options {
+  transition_release release = transition_release::adaptive;
+  std::size_t release_threshold_bytes = 64 * mib;
+  bool reclaim = true;
+  std::size_t reclaim_min_run_bytes = 2 * mib;
+  std::size_t page_bytes = 2 * mib;
+  std::vector<std::uint32_t> pin_tags;
+  std::vector<std::size_t> pin_sizes;
+  double memory_fraction = 1.0;
+};
+
+class phasealloc_policy final : public policy {
+ public:
+  explicit phasealloc_policy(phasealloc_policy_options options = {});
+  static result<std::unique_ptr<policy>, std::string> create(std::string_view conf);
+
+  std::string spec() const override;
+  std::span<const pool_traits> pools() const noexcept override { return pools_; }
+  std::size_t round_bytes(std::size_t requested_bytes) const noexcept override;
+  pool_id pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept override;
+  std::size_t segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept override;
+  bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept override;
+  double memory_fraction() const noexcept override { return options_.memory_fraction; }
+
+  release_plan before_grow(const grow_context& context) override;
+  release_plan on_oom(const grow_context& context) override;
+  release_plan on_transition(const transition_context& context) override;
+
+  /// What the policy learned: peak allocated bytes of each phase's last interval.
+  const std::map<std::string, std::size_t, std::less<>>& learned_peaks() const noexcept { return learned_; }
+
+ private:
+  release_step page_release(std::size_t target_bytes, std::size_t min_run_bytes) const;
+
+  phasealloc_policy_options options_;
+  std::vector<pool_traits> pools_;
+  std::map<std::string, std::size_t, std::less<>> learned_;
+  std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the current phase interval.
+};
+
+}  // namespace phasealloc

@@ -1,0 +1,178 @@
+#include "phasealloc/policies/phasealloc_policy.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "phasealloc/conf.hpp"
+#include "phasealloc/policies/size_classes.hpp"
+
+namespace phasealloc {
+namespace {
+
+constexpr pool_id small_pool = 0;
+constexpr pool_id large_pool = 1;
+constexpr pool_id pinned_pool = 2;
+constexpr std::size_t min_block_bytes = 512;
+
+/// "[a,b,c]" -> {"a","b","c"}; a bare value is a list of one.
+std::vector<std::string> split_list(std::string_view text) {
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string_view to_string(transition_release r) {
+  switch (r) {
+    case transition_release::none: return "none";
+    case transition_release::all: return "all";
+    case transition_release::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+}  // namespace
+
+phasealloc_policy::phasealloc_policy(phasealloc_policy_options options) : options_(std::move(options)) {
+  pools_.push_back(pool_traits{"small", true, true, size_classes[0].page_bytes, false});
+  pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false});
+  pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true});
+}
+
+result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::string_view conf) {
+  auto entries = parse_conf(conf);
+  if (!entries) return "phasealloc: " + entries.error();
+  conf_reader reader("phasealloc", std::move(entries).value());
+  phasealloc_policy_options o;
+  if (auto v = reader.get_string("release")) {
+    if (*v == "none") o.release = transition_release::none;
+    else if (*v == "all") o.release = transition_release::all;
+    else if (*v == "adaptive") o.release = transition_release::adaptive;
+    else reader.fail("release", fmt::format("\"{}\" is not one of none, all, adaptive", *v));
+  }
+  if (auto v = reader.get_bytes("release_threshold")) o.release_threshold_bytes = *v;
+  if (auto v = reader.get_bool("reclaim")) o.reclaim = *v;
+  if (auto v = reader.get_bytes("reclaim_min_run")) o.reclaim_min_run_bytes = *v;
+  if (auto v = reader.get_bytes("page")) {
+    if (*v < 2 * mib || *v % (2 * mib) != 0) reader.fail("page", "must be a positive multiple of 2MiB");
+    else o.page_bytes = *v;
+  }
+  if (auto v = reader.get_string("pin_tags")) {
+    for (const std::string& item : split_list(*v)) {
+      std::uint32_t tag = 0;
+      const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), tag);
+      if (ec != std::errc{} || ptr != item.data() + item.size() || tag == 0) {
+        reader.fail("pin_tags", fmt::format("\"{}\" is not a tag (a positive integer)", item));
+      } else {
+        o.pin_tags.push_back(tag);
+      }
+    }
+  }
+  if (auto v = reader.get_string("pin_sizes")) {
+    for (const std::string& item : split_list(*v)) {
+      if (auto bytes = parse_bytes(item); bytes && *bytes > 0) o.pin_sizes.push_back(*bytes);
+      else reader.fail("pin_sizes", fmt::format("\"{}\" is not a byte size", item));
+    }
+  }
+  if (auto v = reader.get_double("memory_fraction")) {
+    if (*v <= 0.0 || *v > 1.0) reader.fail("memory_fraction", "must be in (0, 1]");
+    else o.memory_fraction = *v;
+  }
+  if (auto error = reader.finish()) return *error;
+  return std::unique_ptr<policy>(std::make_unique<phasealloc_policy>(std::move(o)));
+}
+
+std::string phasealloc_policy::spec() const {
+  std::string s = fmt::format("phasealloc:release:{}", to_string(options_.release));
+  if (options_.release_threshold_bytes != 64 * mib) s += fmt::format(",release_threshold:{}", options_.release_threshold_bytes);
+  if (!options_.reclaim) s += ",reclaim:false";
+  if (options_.reclaim_min_run_bytes != 2 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
+  if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
+  if (!options_.pin_tags.empty()) s += fmt::format(",pin_tags:[{}]", fmt::join(options_.pin_tags, ","));
+  if (!options_.pin_sizes.empty()) s += fmt::format(",pin_sizes:[{}]", fmt::join(options_.pin_sizes, ","));
+  if (options_.memory_fraction != 1.0) s += fmt::format(",memory_fraction:{}", options_.memory_fraction);
+  return s;
+}
+
+std::size_t phasealloc_policy::round_bytes(std::size_t requested_bytes) const noexcept {
+  return round_to_class(requested_bytes);
+}
+
+pool_id phasealloc_policy::pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept {
+  const auto& tags = options_.pin_tags;
+  const auto& sizes = options_.pin_sizes;
+  if ((request.tag != 0 && std::find(tags.begin(), tags.end(), request.tag) != tags.end()) ||
+      std::find(sizes.begin(), sizes.end(), request.requested_bytes) != sizes.end()) {
+    return pinned_pool;
+  }
+  return size_class_of(rounded_bytes) == 0 ? small_pool : large_pool;
+}
+
+std::size_t phasealloc_policy::segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept {
+  // Used only on devices without virtual memory (the pools are expandable elsewhere).
+  return round_up(rounded_bytes, pools_[pool].page_bytes);
+}
+
+bool phasealloc_policy::should_split(pool_id /*pool*/, std::size_t block_bytes,
+                                     std::size_t rounded_bytes) const noexcept {
+  // Every pool is expandable: a remainder merges with the pages mapped next to it, so keep it.
+  return block_bytes - rounded_bytes >= min_block_bytes;
+}
+
+release_step phasealloc_policy::page_release(std::size_t target_bytes, std::size_t min_run_bytes) const {
+  release_step step;
+  step.what = release_what::free_pages;
+  step.order = release_order::largest_first;  // most bytes per unmap call
+  step.target_bytes = target_bytes;
+  step.min_run_bytes = min_run_bytes;
+  return step;
+}
+
+release_plan phasealloc_policy::before_grow(const grow_context& c) {
+  high_water_bytes_ = std::max(high_water_bytes_, c.reserved_bytes);
+  if (!options_.reclaim || c.pool == pinned_pool) return {};
+  const std::size_t after = c.reserved_bytes + c.grow_bytes;
+  if (after <= high_water_bytes_) return {};
+  // Growing would set a new high for this phase: take the memory of holes back first, so the
+  // growth reuses it. Only as much as keeps us at the high-water mark.
+  return {page_release(after - high_water_bytes_, options_.reclaim_min_run_bytes)};
+}
+
+release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
+  release_step everything = page_release(SIZE_MAX, 1);
+  everything.synchronize = true;
+  release_step pinned_too = everything;
+  pinned_too.include_pinned = true;
+  return {everything, pinned_too};
+}
+
+release_plan phasealloc_policy::on_transition(const transition_context& c) {
+  learned_[std::string(c.from_name)] = c.interval_peak_allocated_bytes;
+  std::size_t keep = c.allocated_bytes;
+  switch (options_.release) {
+    case transition_release::none:
+      high_water_bytes_ = c.reserved_bytes;
+      return {};
+    case transition_release::all:
+      break;
+    case transition_release::adaptive:
+      if (const auto it = learned_.find(c.to_name); it != learned_.end()) keep = std::max(keep, it->second);
+      break;
+  }
+  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) {
+    high_water_bytes_ = c.reserved_bytes;
+    return {};
+  }
+  high_water_bytes_ = keep;  // the new phase starts from what it is predicted to need
+  return {page_release(c.reserved_bytes - keep, options_.page_bytes)};
+}
+
+}  // namespace phasealloc

@@ -1,0 +1,178 @@
+// The phasealloc policy on the engine and a virtual-memory sim device: one scenario per feature,
+// each built so that it needs that feature, compared with the feature turned off.
+#include "phasealloc/policies/phasealloc_policy.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/engine.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
+
+namespace phasealloc {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct rig {
+  explicit rig(std::string_view spec, std::size_t capacity = 4 * gib)
+      : device(sim_config{.capacity_bytes = capacity, .virtual_memory = true}),
+        pol(make_policy(spec).value()),
+        eng(device, *pol, engine_options{.strict = true, .check_invariants = true}) {}
+  device_address alloc(std::size_t bytes, std::uint32_t tag = 0) { return eng.allocate(bytes, 0, tag).value(); }
+  void free(device_address a) { ASSERT_EQ(eng.deallocate(a), errc::ok); }
+  std::size_t peak_reserved() const { return static_cast<std::size_t>(eng.stats().reserved_bytes[stat_type::all].peak); }
+  std::size_t reserved() const { return eng.levels().reserved_bytes; }
+
+  sim_device device;
+  std::unique_ptr<policy> pol;
+  engine eng;
+};
+
+/// One RLHF-shaped iteration: generation grows per-layer KV caches by concatenation (allocate
+/// n+1 tokens, free n), keeps the rollout, then training allocates large activations.
+void rlhf_iteration(rig& r, int layers, int steps, std::size_t token_bytes, std::size_t activation_bytes) {
+  r.eng.set_phase("generation");
+  std::vector<device_address> kv(static_cast<std::size_t>(layers), 0);
+  for (int t = 1; t <= steps; ++t) {
+    for (auto& a : kv) {
+      const device_address grown = r.alloc(static_cast<std::size_t>(t) * token_bytes);
+      if (a != 0) r.free(a);
+      a = grown;
+    }
+  }
+  const device_address rollout = r.alloc(3 * mib + 100);  // outlives generation
+  for (auto a : kv) r.free(a);
+  r.eng.set_phase("training");
+  std::vector<device_address> saved;
+  for (int l = 0; l < layers; ++l) saved.push_back(r.alloc(activation_bytes));
+  for (auto it = saved.rbegin(); it != saved.rend(); ++it) r.free(*it);
+  r.free(rollout);
+  r.eng.set_phase("optimizer");
+}
+
+TEST(PhaseallocPolicyTest, TransitionReleaseKeepsGenerationCacheOutOfTheNextPhase) {
+  // Generation caches KV pages; the optimizer phase that follows needs a fraction of them. Without
+  // a release the optimizer's reserved memory is generation's (fragmentation near 1); with one it
+  // is its own.
+  rig none("phasealloc:release:none,reclaim:false");
+  rig all("phasealloc:release:all,reclaim:false");
+  for (rig* r : {&none, &all}) {
+    rlhf_iteration(*r, 8, 64, 64 * kib, 40 * mib);  // ends by entering "optimizer"
+    const device_address state = r->alloc(16 * mib);
+    r->free(state);
+    r->eng.set_phase("generation");
+  }
+  const auto optimizer = [](const rig& r) {
+    const auto phases = r.eng.phases();
+    return *std::find_if(phases.begin(), phases.end(), [](auto& p) { return p.name == "optimizer"; });
+  };
+  EXPECT_GT(optimizer(none).fragmentation(), 0.9);
+  EXPECT_LE(optimizer(all).fragmentation(), 0.03);
+  EXPECT_LE(optimizer(all).peak_reserved_bytes, static_cast<std::int64_t>(16 * mib));
+  EXPECT_LE(all.peak_reserved(), none.peak_reserved());
+}
+
+TEST(PhaseallocPolicyTest, ReclaimUnmapsHolesBeforeGrowingPastTheHighWaterMark) {
+  rig off("phasealloc:release:none,reclaim:false");
+  rig on("phasealloc:release:none,reclaim:true");
+  for (rig* r : {&off, &on}) {
+    r->eng.set_phase("training");
+    const device_address a = r->alloc(10 * mib);
+    const device_address hole = r->alloc(30 * mib);
+    const device_address c = r->alloc(10 * mib);
+    r->free(hole);                                // a 30 MiB hole between two live blocks
+    const device_address big = r->alloc(40 * mib);  // fits no hole
+    for (auto p : {a, c, big}) r->free(p);
+  }
+  EXPECT_EQ(off.peak_reserved(), 90 * mib);  // the hole stays mapped beside the new 40 MiB
+  EXPECT_EQ(on.peak_reserved(), 60 * mib);   // its pages were reused: live peak rounded to pages
+  EXPECT_GT(on.eng.stats().num_device_unmap, 0);
+}
+
+TEST(PhaseallocPolicyTest, AdaptiveReleaseKeepsWhatTheNextPhaseNeededLastTime) {
+  rig all("phasealloc:release:all,release_threshold:0");
+  rig adaptive("phasealloc:release:adaptive,release_threshold:0");
+  // Generation leaves 8 MiB KV runs cached; training's 4 MiB activations fit in them.
+  for (int iteration = 0; iteration < 4; ++iteration) {
+    for (rig* r : {&all, &adaptive}) rlhf_iteration(*r, 8, 32, 256 * kib, 4 * mib);
+  }
+  // Same peak: adaptive keeps only what the next phase is predicted to use...
+  EXPECT_LE(adaptive.peak_reserved(), all.peak_reserved() + 4 * mib);
+  // ...and saves the calls that `all` spends unmapping and mapping it again every iteration.
+  const device_stats a = all.eng.stats();
+  const device_stats b = adaptive.eng.stats();
+  EXPECT_LT(b.num_device_map + b.num_device_unmap, a.num_device_map + a.num_device_unmap);
+  const auto& learned = dynamic_cast<const phasealloc_policy&>(*adaptive.pol).learned_peaks();
+  ASSERT_TRUE(learned.count("training"));
+  EXPECT_EQ(learned.at("training"), 8 * 4 * mib + 3 * mib + 512);
+}
+
+TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
+  // ProTrain-style offload: every iteration the optimizer reloads 4 parameter chunks (tag 7),
+  // uses them, and offloads them again, while other phases come and go.
+  constexpr std::uint32_t chunk_tag = 7;
+  rig pinned("phasealloc:release:all,pin_tags:[7]");
+  rig unpinned("phasealloc:release:all");
+  for (rig* r : {&pinned, &unpinned}) {
+    std::vector<std::vector<device_address>> slots;
+    for (int iteration = 0; iteration < 3; ++iteration) {
+      rlhf_iteration(*r, 4, 16, 64 * kib, 40 * mib);
+      std::vector<device_address> chunks;
+      for (int c = 0; c < 4; ++c) chunks.push_back(r->alloc(64 * mib, chunk_tag));
+      slots.push_back(chunks);
+      for (auto a : chunks) r->free(a);
+      r->eng.set_phase("generation");
+    }
+    if (r == &pinned) {
+      EXPECT_EQ(slots[0], slots[1]);
+      EXPECT_EQ(slots[1], slots[2]);
+    }
+  }
+  // Pinned: the chunk pool is mapped once; unpinned: transition release gives it back every time.
+  const auto snapshot = pinned.eng.take_snapshot();
+  const auto pool = std::find_if(snapshot.segments.begin(), snapshot.segments.end(), [](auto& s) { return s.pool == "pinned"; });
+  ASSERT_NE(pool, snapshot.segments.end());
+  EXPECT_EQ(pool->mapped_bytes, 4 * 64 * mib);
+  EXPECT_LT(pinned.eng.stats().num_device_map, unpinned.eng.stats().num_device_map);
+}
+
+TEST(PhaseallocPolicyTest, PinnedBySizeForUntaggedJobs) {
+  rig r("phasealloc:pin_sizes:[96MiB]");
+  const device_address a = r.alloc(96 * mib);
+  r.free(a);
+  r.eng.set_phase("training");  // a transition release would return an unpinned block
+  r.eng.set_phase("generation");
+  EXPECT_EQ(r.reserved(), 96 * mib);
+  EXPECT_EQ(r.alloc(96 * mib), a);
+}
+
+TEST(PhaseallocPolicyTest, OutOfMemoryReleasesFreePagesThenRetries) {
+  rig r("phasealloc:release:none,reclaim:false", 256 * mib);
+  const device_address a = r.alloc(100 * mib);
+  const device_address pin = r.alloc(10 * mib);
+  const device_address c = r.alloc(100 * mib);
+  r.free(a);
+  r.free(c);
+  // 150 MiB fits no hole, and growing after c's hole would need 260 MiB mapped: release, retry.
+  const device_address d = r.alloc(150 * mib);
+  EXPECT_NE(d, 0u);
+  EXPECT_EQ(r.eng.stats().num_alloc_retries, 1);
+  EXPECT_LE(r.reserved(), 256 * mib);
+  r.free(pin);
+  r.free(d);
+}
+
+TEST(PhaseallocPolicyTest, ConfigErrorsNameTheKey) {
+  EXPECT_THAT(make_policy("phasealloc:release:sometimes").error(), HasSubstr("bad value for 'release'"));
+  EXPECT_THAT(make_policy("phasealloc:page:3MiB").error(), HasSubstr("'page'"));
+  EXPECT_THAT(make_policy("phasealloc:pin_tags:[7,x]").error(), HasSubstr("\"x\" is not a tag"));
+  EXPECT_THAT(make_policy("phasealloc:releas:all").error(), HasSubstr("unknown key 'releas'"));
+  EXPECT_THAT(make_policy("phasealloc:memory_fraction:1.5").error(), HasSubstr("memory_fraction"));
+  auto ok = make_policy("phasealloc:release:all,pin_tags:[7,8],page:4MiB");
+  ASSERT_TRUE(ok.has_value()) << ok.error();
+  EXPECT_EQ(ok.value()->spec(), "phasealloc:release:all,page:4194304,pin_tags:[7,8]");
+}
+
+}  // namespace
+}  // namespace phasealloc
