@@ -26,7 +26,7 @@ struct replay_args {
   bool quiet = false;
 };
 
-void run_replay(const replay_args& a, const std::string& command_line) {
+void run_replay(const replay_args& a, const std::string& invocation) {
   const auto capacity = parse_bytes(a.capacity);
   if (!capacity || *capacity == 0) throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", a.capacity));
   auto loaded = load_any_trace(a.source);
@@ -64,7 +64,7 @@ void run_replay(const replay_args& a, const std::string& command_line) {
     in.floor_bytes = report.floor_bytes;
     in.capacity_bytes = report.capacity_bytes;
     in.results = report.results;
-    in.generated_by = command_line;
+    in.generated_by = invocation;
     auto written = write_html_report(a.html, in);
     if (!written) throw command_error(written.error());
     if (!a.json) std::cout << "\nreport: " << a.html << '\n';
@@ -73,27 +73,42 @@ void run_replay(const replay_args& a, const std::string& command_line) {
 
 }  // namespace
 
+/// The options replay and report share.
+void add_replay_options(CLI::App* cmd, replay_args& args) {
+  cmd->add_option("trace", args.source,
+                  "trace file (.patrace, text trace, PyTorch snapshot .pickle, Kineto .json, RMM .csv) or synth:JOB")
+      ->required();
+  cmd->add_option("-p,--policy", args.policies,
+                  "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
+      ->required();
+  cmd->add_option("-c,--capacity", args.capacity, "simulated device capacity")->capture_default_str();
+  cmd->add_option("--device", args.device, "simulated device kind: auto (by policy), segments (cudaMalloc), vmm")
+      ->check(CLI::IsMember({"auto", "segments", "vmm"}))
+      ->capture_default_str();
+  cmd->add_flag("--check", args.check, "run the engine's invariant checker after every event (slow)");
+  cmd->add_flag("-q,--quiet", args.quiet, "no progress bar");
+}
+
+std::string command_line(std::string_view verb, const replay_args& args) {
+  std::string line = fmt::format("phasealloc {} {}", verb, args.source);
+  for (const auto& p : args.policies) line += " --policy " + p;
+  if (args.capacity != "80GiB") line += " --capacity " + args.capacity;
+  return line;
+}
+
 void add_replay_command(CLI::App& app) {
   auto args = std::make_shared<replay_args>();
   CLI::App* cmd = app.add_subcommand("replay", "Replay a trace against policies on a simulated GPU, side by side");
-  cmd->add_option("trace", args->source,
-                  "trace file (.patrace, text trace, PyTorch snapshot .pickle, Kineto .json, RMM .csv) or synth:JOB")
-      ->required();
-  cmd->add_option("-p,--policy", args->policies, "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
-      ->required();
-  cmd->add_option("-c,--capacity", args->capacity, "simulated device capacity")->capture_default_str();
-  cmd->add_option("--device", args->device, "simulated device kind: auto (by policy), segments (cudaMalloc), vmm")
-      ->check(CLI::IsMember({"auto", "segments", "vmm"}))
-      ->capture_default_str();
+  add_replay_options(cmd, *args);
   cmd->add_flag("--json", args->json, "print one JSON document instead of tables");
   cmd->add_option("--html", args->html, "also write a self-contained HTML report to this file");
-  cmd->add_flag("--check", args->check, "run the engine's invariant checker after every event (slow)");
-  cmd->add_flag("-q,--quiet", args->quiet, "no progress bar");
-  cmd->callback([args] {
-    std::string line = "phasealloc replay " + args->source;
-    for (const auto& p : args->policies) line += " --policy " + p;
-    run_replay(*args, line);
-  });
+  cmd->callback([args] { run_replay(*args, command_line("replay", *args)); });
+
+  auto report = std::make_shared<replay_args>();
+  CLI::App* rep = app.add_subcommand("report", "Replay a trace against policies and write a self-contained HTML report");
+  add_replay_options(rep, *report);
+  rep->add_option("-o,--output", report->html, "the HTML file to write")->required();
+  rep->callback([report] { run_replay(*report, command_line("report", *report)); });
 }
 
 }  // namespace phasealloc::cli
