@@ -174,7 +174,8 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   const release_plan plan = policy_.on_oom(make_grow_context(request, pool, rounded, grow_bytes));
   const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
   for (const release_step& step : plan) {
-    run_step(step);
+    const std::size_t released = run_step(step);
+    if (step.require_target && released < step.target_bytes) continue;
     // A step that waited for pending frees may have made a fitting block free.
     block* b = pools_[pool].best_fit(request.stream, rounded, accept);
     if (b != nullptr) {

@@ -199,15 +199,15 @@ std::size_t engine_impl::run_step(const release_step& step) {
       break;
     }
     case release_order::aged: {
-      // PyTorch's garbage collection: release segments cached at least as long as the mean,
-      // recompute the mean over what is left, repeat until the target is met.
+      // PyTorch's garbage collection: each pass releases every segment cached at least as long
+      // as the mean age of the candidates (compared exactly: age * count >= total age), then the
+      // mean is recomputed over what is left; the target is checked between passes only.
       while (released < step.target_bytes && !whole.empty()) {
         std::uint64_t total_age = 0;
         for (const candidate& c : whole) total_age += c.age;
-        const std::uint64_t threshold = total_age / whole.size();
         std::vector<candidate> kept;
         for (const candidate& c : whole) {
-          if (released < step.target_bytes && c.age >= threshold) {
+          if (c.age * whole.size() >= total_age) {
             released += release_segment(c.seg);
           } else {
             kept.push_back(c);

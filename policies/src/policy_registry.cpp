@@ -3,12 +3,18 @@
 #include <fmt/format.h>
 
 #include "phasealloc/policies/basic_policy.hpp"
+#include "phasealloc/policies/phasealloc_policy.hpp"
+#include "phasealloc/policies/pytorch_policy.hpp"
 
 namespace phasealloc {
 
 std::vector<policy_entry> policy_names() {
   return {
+      {"phasealloc", "phase-aware: page-granular growth, hole reclaim, adaptive release at transitions (default)",
+       &phasealloc_policy::create},
       {"basic", "two pools, release everything on out-of-memory (the engine's test partner)", &basic_policy::create},
+      {"pytorch", "PyTorch's native CUDACachingAllocator, configured with PYTORCH_CUDA_ALLOC_CONF keys (the baseline)",
+       &pytorch_policy::create},
   };
 }
 

@@ -61,6 +61,9 @@ struct release_step {
   std::size_t target_bytes = SIZE_MAX;  ///< Stop once this many bytes were released.
   release_order order = release_order::address;
   bool synchronize = false;             ///< First wait for pending cross-stream frees to complete.
+  /// on_oom only: retry only if the step released at least target_bytes (PyTorch's
+  /// release_available_cached_blocks answers false, and skips its retry, when it freed less).
+  bool require_target = false;
 };
 
 using release_plan = std::vector<release_step>;

@@ -1,0 +1,44 @@
+// Counts and peaks of a trace: what a replay fidelity test compares against, and what
+// `phasealloc inspect` prints.
+//
+// Live bytes are requested bytes (the alloc events' sizes). Reserved bytes follow the observed
+// segment events: seeded segments are the reserve at the start, segment_alloc / segment_map add,
+// segment_free / segment_unmap take away. A trace without segment events reports 0 reserved.
+// Best effort on invalid traces: frees of unknown ids are ignored, subtractions saturate at 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "phasealloc/trace/trace_format.hpp"
+
+namespace phasealloc {
+
+struct trace_summary {
+  std::size_t events = 0;
+  std::size_t allocs = 0;          ///< Including seeded ones.
+  std::size_t seeded_allocs = 0;
+  std::size_t frees = 0;
+  std::size_t record_streams = 0;
+  std::size_t phase_changes = 0;
+  std::size_t empty_caches = 0;
+  std::size_t ooms = 0;
+  std::uint64_t seeded_live_bytes = 0;  ///< Requested bytes live when recording began.
+  std::uint64_t peak_live_bytes = 0;    ///< The floor for any allocator's peak reserved.
+  std::uint64_t final_live_bytes = 0;
+
+  std::size_t segment_allocs = 0;       ///< Observed device allocations, not counting seeded segments.
+  std::size_t seeded_segments = 0;
+  std::size_t segment_frees = 0;
+  std::size_t segment_maps = 0;
+  std::size_t segment_unmaps = 0;
+  std::uint64_t initial_reserved_bytes = 0;  ///< Seeded segments.
+  std::uint64_t peak_reserved_bytes = 0;     ///< Of the recording allocator, implied by its segment events.
+  std::uint64_t final_reserved_bytes = 0;
+
+  std::uint64_t duration_ns = 0;  ///< Time of the last event.
+};
+
+trace_summary summarize(const trace& t);
+
+}  // namespace phasealloc

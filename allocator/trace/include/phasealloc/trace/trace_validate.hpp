@@ -1,0 +1,35 @@
+// Checks that a trace means something a replay can follow.
+//
+// What is checked (each failure names the event index and what was wrong):
+//   - the version is one this build reads;
+//   - time never decreases;
+//   - an allocation id is allocated at most once; a free or record_stream names a live id, and a
+//     free's bytes equal the allocation's;
+//   - the same for segment ids (segment_alloc / segment_free);
+//   - phase names index the string table; stream ordinals are below meta.stream_count;
+//   - flags hold only known bits, seeded only on alloc / segment_alloc, and every seeded event
+//     comes before every other event.
+// Not checked: segment_map / segment_unmap ids (informational), tags (opaque).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <variant>
+
+#include "phasealloc/status.hpp"
+#include "phasealloc/trace/trace_format.hpp"
+
+namespace phasealloc {
+
+struct trace_validation_error {
+  std::size_t event_index = 0;              ///< Index into trace::events (events.size() for whole-trace problems).
+  trace_event_op op = trace_event_op::alloc;
+  std::string problem;
+
+  /// "event 12 (free): allocation id 7 is not live (freed at event 9)".
+  std::string message() const;
+};
+
+result<std::monostate, trace_validation_error> validate(const trace& t);
+
+}  // namespace phasealloc

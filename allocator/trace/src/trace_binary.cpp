@@ -1,0 +1,316 @@
+#include "phasealloc/trace/trace_binary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <istream>
+#include <iterator>
+#include <ostream>
+
+#include "varint.hpp"
+
+namespace phasealloc {
+namespace {
+
+constexpr std::uint8_t head_op_mask = 0x0f;
+constexpr std::uint8_t head_has_flags = 0x10;
+constexpr std::uint8_t head_has_stream = 0x20;
+constexpr std::uint8_t head_has_tag = 0x40;
+constexpr std::uint8_t head_has_name = 0x80;
+constexpr std::size_t min_event_bytes = 4;  // head, time, id, bytes
+
+// Which id predictor an op uses: 0 none, 1 allocations, 2 segments.
+int id_space(trace_event_op op) {
+  switch (op) {
+    case trace_event_op::alloc:
+    case trace_event_op::free:
+    case trace_event_op::record_stream: return 1;
+    case trace_event_op::segment_alloc:
+    case trace_event_op::segment_free:
+    case trace_event_op::segment_map:
+    case trace_event_op::segment_unmap: return 2;
+    default: return 0;
+  }
+}
+bool creates_id(trace_event_op op) { return op == trace_event_op::alloc || op == trace_event_op::segment_alloc; }
+
+// Predicts ids so that sequential allocation ids cost one byte; writer and reader share it.
+struct id_predictor {
+  std::uint64_t last[3] = {0, 0, 0};
+  bool any[3] = {false, false, false};
+
+  std::uint64_t predict(trace_event_op op) const {
+    const int space = id_space(op);
+    if (space == 0) {
+      return 0;
+    }
+    if (creates_id(op)) {
+      return any[space] ? last[space] + 1 : 0;
+    }
+    return last[space];
+  }
+  void update(trace_event_op op, std::uint64_t id) {
+    if (creates_id(op)) {
+      const int space = id_space(op);
+      last[space] = id;
+      any[space] = true;
+    }
+  }
+};
+
+void put_string(std::string& out, std::string_view s) {
+  detail::put_varint(out, s.size());
+  out.append(s);
+}
+
+// A cursor over the input that turns every shortfall into a trace_error.
+class byte_reader {
+ public:
+  byte_reader(std::string_view bytes, std::string_view source) : bytes_(bytes), source_(source) {}
+
+  std::size_t offset() const { return pos_; }
+  void skip(std::size_t n) { pos_ += std::min(n, remaining()); }
+  std::size_t remaining() const { return bytes_.size() - pos_; }
+
+  trace_error error(std::string expected, std::string found = {}, std::size_t at = SIZE_MAX) const {
+    return trace_error{std::string(source_), at == SIZE_MAX ? pos_ : at, 0, std::move(expected), std::move(found)};
+  }
+
+  bool varint(std::uint64_t& value, std::string_view what, trace_error& err) {
+    const std::size_t start = pos_;
+    value = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (pos_ >= bytes_.size()) {
+        err = error(fmt::format("{} (a varint)", what), "end of input", start);
+        return false;
+      }
+      const auto byte = static_cast<std::uint8_t>(bytes_[pos_++]);
+      if (shift == 63 && byte > 1) {
+        err = error(fmt::format("{} (a varint of at most 64 bits)", what), "a longer varint", start);
+        return false;
+      }
+      value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) {
+        return true;
+      }
+    }
+    err = error(fmt::format("{} (a varint of at most 10 bytes)", what), "a longer varint", start);
+    return false;
+  }
+
+  bool byte(std::uint8_t& value, std::string_view what, trace_error& err) {
+    if (pos_ >= bytes_.size()) {
+      err = error(std::string(what), "end of input");
+      return false;
+    }
+    value = static_cast<std::uint8_t>(bytes_[pos_++]);
+    return true;
+  }
+
+  bool string(std::string& value, std::string_view what, trace_error& err) {
+    const std::size_t start = pos_;
+    std::uint64_t size = 0;
+    if (!varint(size, fmt::format("the length of {}", what), err)) {
+      return false;
+    }
+    if (size > remaining()) {
+      err = error(fmt::format("{} ({} bytes)", what, size), fmt::format("only {} bytes left", remaining()), start);
+      return false;
+    }
+    value.assign(bytes_.substr(pos_, size));
+    pos_ += size;
+    return true;
+  }
+
+  bool u32(std::uint32_t& value, std::string_view what, trace_error& err) {
+    const std::size_t start = pos_;
+    std::uint64_t v = 0;
+    if (!varint(v, what, err)) {
+      return false;
+    }
+    if (v > UINT32_MAX) {
+      err = error(fmt::format("{} (at most {})", what, UINT32_MAX), std::to_string(v), start);
+      return false;
+    }
+    value = static_cast<std::uint32_t>(v);
+    return true;
+  }
+
+ private:
+  std::string_view bytes_;
+  std::string_view source_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string encode_trace(const trace& t) {
+  std::string out;
+  out.reserve(64 + t.events.size() * 7);
+  out.append(trace_binary_magic);
+  detail::put_varint(out, t.version);
+  detail::put_varint(out, 0);  // header flags
+  put_string(out, t.meta.source);
+  put_string(out, t.meta.allocator_settings);
+  detail::put_varint(out, t.meta.device_capacity_bytes);
+  detail::put_varint(out, t.meta.stream_count);
+  detail::put_varint(out, t.meta.properties.size());
+  for (const auto& p : t.meta.properties) {
+    put_string(out, p.key);
+    put_string(out, p.value);
+  }
+  detail::put_varint(out, t.strings.size());
+  for (const auto& s : t.strings) {
+    put_string(out, s);
+  }
+  detail::put_varint(out, t.events.size());
+  id_predictor ids;
+  std::uint64_t last_time_ns = 0;
+  for (const auto& e : t.events) {
+    std::uint8_t head = static_cast<std::uint8_t>(static_cast<std::uint8_t>(e.op) & head_op_mask);
+    head |= e.flags != 0 ? head_has_flags : 0;
+    head |= e.stream != 0 ? head_has_stream : 0;
+    head |= e.tag != 0 ? head_has_tag : 0;
+    head |= e.name != 0 ? head_has_name : 0;
+    out.push_back(static_cast<char>(head));
+    detail::put_varint(out, detail::zigzag(e.time_ns - last_time_ns));
+    detail::put_varint(out, detail::zigzag(e.alloc_id - ids.predict(e.op)));
+    detail::put_varint(out, e.bytes);
+    if (e.flags != 0) {
+      out.push_back(static_cast<char>(e.flags));
+    }
+    if (e.stream != 0) {
+      detail::put_varint(out, e.stream);
+    }
+    if (e.tag != 0) {
+      detail::put_varint(out, e.tag);
+    }
+    if (e.name != 0) {
+      detail::put_varint(out, e.name);
+    }
+    last_time_ns = e.time_ns;
+    ids.update(e.op, e.alloc_id);
+  }
+  return out;
+}
+
+result<std::monostate, trace_error> write_trace(const trace& t, std::ostream& out, std::string_view sink_name) {
+  const std::string bytes = encode_trace(t);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) {
+    return trace_error{std::string(sink_name), 0, 0, fmt::format("to write {} bytes", bytes.size()),
+                       "a stream error"};
+  }
+  return std::monostate{};
+}
+
+result<trace, trace_error> decode_trace(std::string_view bytes, std::string_view source_name) {
+  byte_reader in(bytes, source_name);
+  if (bytes.substr(0, trace_binary_magic.size()) != trace_binary_magic) {
+    return in.error("the binary trace magic \\x89PAT\\r\\n\\x1a\\n", "other bytes", 0);
+  }
+  in.skip(trace_binary_magic.size());
+
+  trace t;
+  trace_error err;
+  std::uint64_t header_flags = 0;
+  const std::size_t version_at = in.offset();
+  if (!in.u32(t.version, "the format version", err)) {
+    return err;
+  }
+  if (t.version == 0 || t.version > trace_format_version) {
+    return in.error(fmt::format("a trace format version from 1 to {}", trace_format_version),
+                    fmt::format("version {}", t.version), version_at);
+  }
+  const std::size_t flags_at = in.offset();
+  if (!in.varint(header_flags, "the header flags", err)) {
+    return err;
+  }
+  if (header_flags != 0) {
+    return in.error("header flags 0", fmt::format("{:#x}", header_flags), flags_at);
+  }
+  if (!in.string(t.meta.source, "the source string", err) ||
+      !in.string(t.meta.allocator_settings, "the allocator settings string", err) ||
+      !in.varint(t.meta.device_capacity_bytes, "the device capacity", err) ||
+      !in.u32(t.meta.stream_count, "the stream count", err)) {
+    return err;
+  }
+  std::uint64_t count = 0;
+  if (!in.varint(count, "the property count", err)) {
+    return err;
+  }
+  t.meta.properties.reserve(std::min<std::uint64_t>(count, in.remaining() / 2));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    trace_property p;
+    if (!in.string(p.key, fmt::format("property {} key", i), err) ||
+        !in.string(p.value, fmt::format("property {} value", i), err)) {
+      return err;
+    }
+    t.meta.properties.push_back(std::move(p));
+  }
+  if (!in.varint(count, "the string count", err)) {
+    return err;
+  }
+  t.strings.reserve(std::min<std::uint64_t>(count, in.remaining()));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::string s;
+    if (!in.string(s, fmt::format("string {}", i), err)) {
+      return err;
+    }
+    t.strings.push_back(std::move(s));
+  }
+  if (!in.varint(count, "the event count", err)) {
+    return err;
+  }
+  t.events.reserve(std::min<std::uint64_t>(count, in.remaining() / min_event_bytes));
+  id_predictor ids;
+  std::uint64_t last_time_ns = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::size_t event_at = in.offset();
+    std::uint8_t head = 0;
+    if (!in.byte(head, fmt::format("event {} of {} (its head byte)", i, count), err)) {
+      return err;
+    }
+    const std::uint8_t op = head & head_op_mask;
+    if (op >= trace_event_op_count) {
+      return in.error(fmt::format("event {}: an op below {}", i, trace_event_op_count), std::to_string(op), event_at);
+    }
+    trace_event e;
+    e.op = static_cast<trace_event_op>(op);
+    std::uint64_t dt = 0;
+    std::uint64_t did = 0;
+    if (!in.varint(dt, fmt::format("event {} time delta", i), err) ||
+        !in.varint(did, fmt::format("event {} id delta", i), err) ||
+        !in.varint(e.bytes, fmt::format("event {} bytes", i), err)) {
+      return err;
+    }
+    e.time_ns = last_time_ns + detail::unzigzag(dt);
+    e.alloc_id = ids.predict(e.op) + detail::unzigzag(did);
+    if ((head & head_has_flags) != 0 && !in.byte(e.flags, fmt::format("event {} flags", i), err)) {
+      return err;
+    }
+    if (((head & head_has_stream) != 0 && !in.u32(e.stream, fmt::format("event {} stream", i), err)) ||
+        ((head & head_has_tag) != 0 && !in.u32(e.tag, fmt::format("event {} tag", i), err)) ||
+        ((head & head_has_name) != 0 && !in.u32(e.name, fmt::format("event {} name", i), err))) {
+      return err;
+    }
+    last_time_ns = e.time_ns;
+    ids.update(e.op, e.alloc_id);
+    t.events.push_back(e);
+  }
+  if (in.remaining() != 0) {
+    return in.error("the end of the trace after the last event", fmt::format("{} more bytes", in.remaining()));
+  }
+  return t;
+}
+
+result<trace, trace_error> read_trace(std::istream& in, std::string_view source_name) {
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) {
+    return trace_error{std::string(source_name), bytes.size(), 0, "readable bytes", "a read error"};
+  }
+  return decode_trace(bytes, source_name);
+}
+
+}  // namespace phasealloc
