@@ -18,7 +18,7 @@ jobs=${JOBS:-$(nproc)}
 build_dir=${BUILD_DIR:-build}
 
 packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-pytest chromium)
+          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-pytest chromium fonts-dejavu-core)
 
 log() { printf '\n== %s\n' "$*"; }
 
