@@ -1,0 +1,182 @@
+#include "import_builder.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace phasealloc::detail {
+
+import_builder::import_builder(trace_metadata meta) {
+  trace_.meta = std::move(meta);
+  streams_.emplace(0, 0U);
+}
+
+void import_builder::set_time_ns(std::uint64_t raw_ns) {
+  if (!have_origin_) {
+    have_origin_ = true;
+    origin_ns_ = raw_ns;
+  }
+  if (raw_ns < origin_ns_ || raw_ns - origin_ns_ < now_ns_) {
+    ++clamped_times_;  // earlier than the previous event: keep the previous time
+    return;
+  }
+  now_ns_ = raw_ns - origin_ns_;
+}
+
+std::uint32_t import_builder::stream_ordinal(std::uint64_t handle) {
+  const auto [it, inserted] = streams_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size()));
+  return it->second;
+}
+
+void import_builder::push(trace_event_op op, std::uint64_t id, std::uint64_t bytes, std::uint32_t stream,
+                          std::uint32_t name) {
+  trace_event e;
+  e.op = op;
+  e.time_ns = now_ns_;
+  e.alloc_id = id;
+  e.bytes = bytes;
+  e.stream = stream;
+  e.name = name;
+  trace_.events.push_back(e);
+}
+
+void import_builder::create(book& b, trace_event_op op, trace_event_op free_op, std::uint64_t addr,
+                            std::uint64_t bytes, std::uint64_t stream) {
+  const std::uint32_t ordinal = stream_ordinal(stream);
+  if (const auto it = b.live.find(addr); it != b.live.end()) {
+    // The free of the previous occupant was not recorded.
+    const object& old = b.objects[it->second];
+    push(free_op, it->second, old.bytes, old.stream);
+    b.live.erase(it);
+    ++implicit_frees_;
+  }
+  const std::uint64_t id = b.objects.size();
+  b.objects.push_back(object{addr, bytes, ordinal, false});
+  b.live.emplace(addr, id);
+  push(op, id, bytes, ordinal);
+}
+
+void import_builder::destroy(book& b, trace_event_op op, std::uint64_t addr, std::uint64_t bytes,
+                             std::uint64_t stream) {
+  const std::uint32_t ordinal = stream_ordinal(stream);
+  std::uint64_t id = 0;
+  if (const auto it = b.live.find(addr); it != b.live.end()) {
+    id = it->second;
+    b.live.erase(it);
+  } else {
+    // Allocated before recording began: seed it.
+    id = b.objects.size();
+    b.objects.push_back(object{addr, bytes, ordinal, true});
+  }
+  // The free carries the allocation's own size, so the trace validates even when a format
+  // reports a different size on the free (profilers report the block size).
+  push(op, id, b.objects[id].bytes, ordinal);
+}
+
+void import_builder::seed_if_dead(book& b, std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  if (b.live.contains(addr)) {
+    return;
+  }
+  const std::uint64_t id = b.objects.size();
+  b.objects.push_back(object{addr, bytes, stream_ordinal(stream), true});
+  b.live.emplace(addr, id);
+}
+
+void import_builder::alloc(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  create(allocs_, trace_event_op::alloc, trace_event_op::free, addr, bytes, stream);
+}
+void import_builder::free(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  destroy(allocs_, trace_event_op::free, addr, bytes, stream);
+}
+void import_builder::segment_alloc(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  create(segments_, trace_event_op::segment_alloc, trace_event_op::segment_free, addr, bytes, stream);
+}
+void import_builder::segment_free(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  destroy(segments_, trace_event_op::segment_free, addr, bytes, stream);
+}
+void import_builder::segment_map(std::uint64_t bytes, std::uint64_t stream) {
+  push(trace_event_op::segment_map, 0, bytes, stream_ordinal(stream));
+}
+void import_builder::segment_unmap(std::uint64_t bytes, std::uint64_t stream) {
+  push(trace_event_op::segment_unmap, 0, bytes, stream_ordinal(stream));
+}
+void import_builder::oom(std::uint64_t bytes, std::uint64_t stream) {
+  push(trace_event_op::oom, 0, bytes, stream_ordinal(stream));
+}
+void import_builder::empty_cache() { push(trace_event_op::empty_cache, 0, 0, 0); }
+void import_builder::phase(std::string_view name) { push(trace_event_op::phase, 0, 0, 0, intern_string(trace_, name)); }
+
+void import_builder::live_at_end_alloc(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  seed_if_dead(allocs_, addr, bytes, stream);
+}
+void import_builder::live_at_end_segment(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
+  seed_if_dead(segments_, addr, bytes, stream);
+}
+
+std::vector<std::uint64_t> import_builder::final_ids(const book& b, std::vector<std::uint64_t>& seeded_order) {
+  seeded_order.clear();
+  for (std::uint64_t id = 0; id < b.objects.size(); ++id) {
+    if (b.objects[id].seeded) {
+      seeded_order.push_back(id);
+    }
+  }
+  std::stable_sort(seeded_order.begin(), seeded_order.end(),
+                   [&](std::uint64_t x, std::uint64_t y) { return b.objects[x].addr < b.objects[y].addr; });
+  std::vector<std::uint64_t> ids(b.objects.size());
+  std::uint64_t next = 0;
+  for (const std::uint64_t id : seeded_order) {
+    ids[id] = next++;
+  }
+  for (std::uint64_t id = 0; id < b.objects.size(); ++id) {
+    if (!b.objects[id].seeded) {
+      ids[id] = next++;
+    }
+  }
+  return ids;
+}
+
+trace import_builder::finish() {
+  std::vector<std::uint64_t> seeded_allocs;
+  std::vector<std::uint64_t> seeded_segments;
+  const std::vector<std::uint64_t> alloc_ids = final_ids(allocs_, seeded_allocs);
+  const std::vector<std::uint64_t> segment_ids = final_ids(segments_, seeded_segments);
+
+  std::vector<trace_event> events;
+  events.reserve(seeded_allocs.size() + seeded_segments.size() + trace_.events.size());
+  auto seed = [&](trace_event_op op, const object& o, std::uint64_t id) {
+    trace_event e;
+    e.op = op;
+    e.flags = trace_flag::seeded;
+    e.alloc_id = id;
+    e.bytes = o.bytes;
+    e.stream = o.stream;
+    events.push_back(e);
+  };
+  // Segments first: the blocks live inside them.
+  for (const std::uint64_t id : seeded_segments) {
+    seed(trace_event_op::segment_alloc, segments_.objects[id], segment_ids[id]);
+  }
+  for (const std::uint64_t id : seeded_allocs) {
+    seed(trace_event_op::alloc, allocs_.objects[id], alloc_ids[id]);
+  }
+  for (trace_event e : trace_.events) {
+    switch (e.op) {
+      case trace_event_op::alloc:
+      case trace_event_op::free:
+      case trace_event_op::record_stream: e.alloc_id = alloc_ids[e.alloc_id]; break;
+      case trace_event_op::segment_alloc:
+      case trace_event_op::segment_free: e.alloc_id = segment_ids[e.alloc_id]; break;
+      default: break;
+    }
+    events.push_back(e);
+  }
+  trace_.events = std::move(events);
+  trace_.meta.stream_count = static_cast<std::uint32_t>(streams_.size());
+  set_property(trace_.meta, "import.seeded_allocs", std::to_string(seeded_allocs.size()));
+  set_property(trace_.meta, "import.seeded_segments", std::to_string(seeded_segments.size()));
+  set_property(trace_.meta, "import.implicit_frees", std::to_string(implicit_frees_));
+  set_property(trace_.meta, "import.clamped_times", std::to_string(clamped_times_));
+  return std::move(trace_);
+}
+
+}  // namespace phasealloc::detail
