@@ -1,6 +1,6 @@
 # Tests of the trace format, the recorder and the importers. Included from tests/CMakeLists.txt
 # (include(trace.cmake)); paths are relative to this file so any top level can include it.
-set(PHASEALLOC_SHARED_TRACES_DIR "${CMAKE_SOURCE_DIR}/../shared/traces" CACHE PATH
+set(PHASEALLOC_SHARED_TRACES_DIR "${CMAKE_CURRENT_LIST_DIR}/data/snapshots" CACHE PATH
     "Folder of real PyTorch snapshots read by snapshot_importer_test (skipped when absent)")
 set(phasealloc_trace_tests ${CMAKE_CURRENT_LIST_DIR}/unit)
 

@@ -1,0 +1,78 @@
+// What `phasealloc synth` simulates: one GPU running a PPO job of four models, Hugging Face style
+// (TRL / OpenRLHF / DeepSpeed-Chat colocated on a single device).
+//
+// One iteration:
+//   generation  HF generate() of `batch` prompts, `generation_batch` sequences per call, with a
+//               dynamic KV cache regrown by torch.cat every decode step.
+//   inference   no_grad scoring of the rollout, `inference_micro_batch` sequences at a time:
+//               actor (old log-probs), reference (log-probs), critic (values), reward (score),
+//               then rewards and GAE advantages.
+//   training    ppo_epochs x (batch / mini_batch) mini-batches of (mini_batch / micro_batch)
+//               micro-steps: actor then critic forward + backward, gradients accumulated;
+//   optimizer   after every mini-batch, for actor then critic: clip_grad_norm_, AdamW step,
+//               zero_grad(set_to_none=True).
+// So an iteration's phases read generation, inference, then (training, optimizer) once per
+// mini-batch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "phasealloc/status.hpp"
+#include "phasealloc/synth/model_desc.hpp"
+
+namespace phasealloc {
+
+struct rlhf_job {
+  std::string name = "custom";  ///< Preset name, recorded in the trace metadata.
+  model_desc actor;
+  model_desc critic;
+  model_desc reference;
+  model_desc reward;
+
+  std::size_t batch = 8;                  ///< Prompts (rollout sequences) per iteration.
+  std::size_t generation_batch = 0;       ///< Sequences per generate() call; 0 (or more than batch) = batch.
+  std::size_t prompt_len = 128;           ///< Longest prompt; each batch pads to its longest draw.
+  std::size_t gen_len = 128;              ///< max_new_tokens; a batch stops when all hit EOS.
+  std::size_t iterations = 4;
+  std::size_t ppo_epochs = 1;
+  std::size_t mini_batch = 0;             ///< Sequences per optimizer step; 0 (or more than batch) = batch.
+  std::size_t micro_batch = 2;            ///< Sequences per training forward / backward.
+  std::size_t inference_micro_batch = 0;  ///< Sequences per scoring forward; 0 = micro_batch; at most batch.
+
+  bool gradient_checkpointing = false;    ///< Keep only layer inputs; recompute in backward.
+  bool flash_attention = false;           ///< Flash / SDPA kernels (no L x L scores) vs eager.
+  bool master_weights = true;             ///< fp32 master copies of trained params (bf16 / fp16 models).
+  bool offload_optimizer = false;         ///< AdamW states + masters on CPU, streamed through GPU chunks.
+  bool offload_params = false;            ///< Reference / reward weights on CPU, streamed per layer.
+  bool empty_cache_at_phases = false;     ///< The job calls torch.cuda.empty_cache() at every phase change.
+  std::size_t offload_chunk_bytes = std::size_t{64} << 20;  ///< fp32 bytes per optimizer chunk buffer.
+
+  std::size_t device_capacity_bytes = std::size_t{80} << 30;  ///< Recorded in the trace metadata.
+  std::size_t max_events = 40'000'000;    ///< synthesize() refuses to build a bigger trace.
+  std::uint64_t seed = 1;                 ///< Prompt and response lengths are drawn from it.
+
+  // The batch sizes in use: 0 picks the default, and none exceeds `batch`.
+  std::size_t effective_generation_batch() const noexcept { return clamp_to_batch(generation_batch, batch); }
+  std::size_t effective_mini_batch() const noexcept { return clamp_to_batch(mini_batch, batch); }
+  std::size_t effective_inference_micro_batch() const noexcept {
+    return clamp_to_batch(inference_micro_batch ? inference_micro_batch : micro_batch, batch);
+  }
+
+ private:
+  static std::size_t clamp_to_batch(std::size_t size, std::size_t batch) noexcept {
+    return size == 0 || size > batch ? batch : size;
+  }
+};
+
+/// The description `role` uses in `job`.
+const model_desc& model_of(const rlhf_job& job, model_role role) noexcept;
+model_desc& model_of(rlhf_job& job, model_role role) noexcept;
+
+/// Checks that every size is positive and the batch sizes divide; the error names the key
+/// (the parse_job key, e.g. "micro_batch" or "actor.heads").
+result<std::monostate, std::string> validate_job(const rlhf_job& job);
+
+}  // namespace phasealloc

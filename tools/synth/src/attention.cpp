@@ -1,0 +1,86 @@
+#include <utility>
+
+#include "layers.hpp"
+#include "ops.hpp"
+
+namespace phasealloc::detail::synth {
+namespace {
+
+// DynamicCache.update: the first call stores the projections; later ones torch.cat them on.
+void update_cache(graph& g, tensor& slot, tensor fresh, std::size_t numel) {
+  if (slot.id == 0) {
+    slot = std::move(fresh);
+    return;
+  }
+  tensor grown = pointwise(g, {slot, fresh}, {}, numel, slot.elem_bytes, false, alloc_tag::kv_cache);
+  g.drop(slot);
+  slot = grown;
+  g.drop(fresh);
+}
+
+}  // namespace
+
+tensor attention(graph& g, const layer_env& env, tensor q, tensor k, tensor v) {
+  const model_desc& d = *env.desc;
+  const std::size_t act = q.elem_bytes;
+  const std::size_t hd = d.head_dim();
+  const std::size_t b = env.batch;
+  tensor keys;
+  tensor values;
+  if (env.cache != nullptr) {
+    const std::size_t cached = b * d.kv_heads * env.kv_len * hd;
+    update_cache(g, env.cache->k, std::move(k), cached);
+    update_cache(g, env.cache->v, std::move(v), cached);
+    keys = g.share(env.cache->k);
+    values = g.share(env.cache->v);
+  } else {
+    keys = std::move(k);
+    values = std::move(v);
+  }
+  if (!env.flash && d.kv_heads != d.heads) {  // repeat_kv: expand + reshape copies
+    const std::size_t repeated = b * d.heads * env.kv_len * hd;
+    tensor rk = pointwise(g, {keys}, {}, repeated, act);
+    g.drop(keys);
+    keys = rk;
+    tensor rv = pointwise(g, {values}, {}, repeated, act);
+    g.drop(values);
+    values = rv;
+  }
+  const double qk_flops = 2.0 * static_cast<double>(b * d.heads * env.q_len) * static_cast<double>(env.kv_len * hd);
+  const std::size_t out_numel = b * d.heads * env.q_len * hd;
+  tensor out;
+  if (env.flash) {
+    op_desc op;
+    op.inputs = {q, keys, values};
+    op.saved = {q, keys, values};
+    op.save_output = true;
+    op.out_numel = out_numel;
+    op.out_elem_bytes = act;
+    op.flops = 2.0 * qk_flops;
+    op.saved_extras_bytes = {b * d.heads * env.q_len * 4};  // softmax logsumexp
+    // FlashAttention-2 backward: fp32 dq accumulator and softmax_d.
+    op.backward_temps_bytes = {out_numel * 4, b * d.heads * env.q_len * 4};
+    out = g.run(op);
+  } else {
+    const std::size_t scores = b * d.heads * env.q_len * env.kv_len;
+    tensor raw = matmul(g, q, keys, scores, qk_flops);
+    tensor scaled = pointwise(g, {raw}, {}, scores, act);  // * scaling
+    g.drop(raw);
+    tensor masked = pointwise(g, {scaled}, {}, scores, act);  // + causal_mask
+    g.drop(scaled);
+    tensor probs32 = pointwise(g, {masked}, {}, scores, 4, /*save_output=*/true);  // softmax(dtype=float32)
+    g.drop(masked);
+    tensor probs = cast(g, probs32, act);
+    g.drop(probs32);
+    out = matmul(g, probs, values, out_numel, qk_flops);
+    g.drop(probs);
+  }
+  g.drop(q);
+  g.drop(keys);
+  g.drop(values);
+  tensor contiguous = pointwise(g, {out}, {}, out_numel, act);  // transpose(1, 2).contiguous()
+  g.drop(out);
+  return contiguous;
+}
+
+}  // namespace phasealloc::detail::synth

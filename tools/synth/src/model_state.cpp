@@ -1,0 +1,58 @@
+#include "model_state.hpp"
+
+namespace phasealloc::detail::synth {
+namespace {
+
+model_state make_model(const rlhf_job& job, model_role role) {
+  model_state m;
+  m.role = role;
+  m.desc = model_of(job, role);
+  m.layout = make_layout(m.desc, role);
+  m.trained = role == model_role::actor || role == model_role::critic;
+  m.offloaded = job.offload_params && (role == model_role::reference || role == model_role::reward);
+  m.master = m.trained && job.master_weights && !job.offload_optimizer && m.desc.bytes_per_param < 4;
+  m.state_elem_bytes = m.master || job.offload_optimizer ? 4 : m.desc.bytes_per_param;
+  const std::size_t n = m.layout.params.size();
+  m.param_bytes.resize(n);
+  for (std::size_t i = 0; i < n; ++i) m.param_bytes[i] = m.layout.params[i].numel * m.desc.bytes_per_param;
+  m.params.assign(n, 0);
+  if (m.trained) {
+    m.grads.assign(n, 0);
+    m.exp_avg.assign(n, 0);
+    m.exp_avg_sq.assign(n, 0);
+    m.masters.assign(n, 0);
+  }
+  return m;
+}
+
+}  // namespace
+
+model_set make_models(const rlhf_job& job) {
+  return {make_model(job, model_role::actor), make_model(job, model_role::critic),
+          make_model(job, model_role::reference), make_model(job, model_role::reward)};
+}
+
+void load_models(trace_builder& builder, const cost_model& cost, model_set& models) {
+  for (model_role role : {model_role::actor, model_role::reference, model_role::critic, model_role::reward}) {
+    model_state& m = model_for(models, role);
+    if (m.offloaded) continue;  // stays in (pinned) host memory; streamed in per forward
+    const bool buffer_after_norm = m.layout.buffer_bytes > 0;
+    for (std::size_t i = 0; i < m.params.size(); ++i) {
+      m.params[i] = builder.alloc(m.param_bytes[i], alloc_tag::parameter);
+      builder.advance_ns(cost.copy_ns(static_cast<double>(m.param_bytes[i])));
+      if (buffer_after_norm && i == m.layout.final_norm.weight) {
+        m.buffers = builder.alloc(m.layout.buffer_bytes, alloc_tag::parameter);
+      }
+    }
+  }
+  for (model_role role : {model_role::actor, model_role::critic}) {
+    model_state& m = model_for(models, role);
+    if (!m.master) continue;
+    for (std::size_t i = 0; i < m.params.size(); ++i) {
+      m.masters[i] = builder.alloc(m.layout.params[i].numel * 4, alloc_tag::optimizer_state);
+      builder.advance_ns(cost.op_ns(0, static_cast<double>(m.param_bytes[i] + m.layout.params[i].numel * 4)));
+    }
+  }
+}
+
+}  // namespace phasealloc::detail::synth

@@ -1,0 +1,49 @@
+// One of the job's four models at run time: its layout and the allocations that hold its
+// parameters, gradients and optimizer state.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "autograd.hpp"
+#include "param_layout.hpp"
+#include "phasealloc/synth/rlhf_job.hpp"
+#include "trace_builder.hpp"
+
+namespace phasealloc::detail::synth {
+
+struct model_state {
+  model_role role = model_role::actor;
+  model_desc desc;
+  param_layout layout;
+  bool trained = false;     ///< actor and critic.
+  bool offloaded = false;   ///< Weights live on the CPU and are streamed per layer (offload_params).
+  bool master = false;      ///< fp32 master weights on the GPU.
+  std::size_t state_elem_bytes = 4;  ///< AdamW state dtype: fp32 with masters, else the param dtype.
+
+  std::vector<std::size_t> param_bytes;  ///< By param index (also the grad size).
+  std::vector<alloc_id> params;          ///< 0 while offloaded.
+  std::vector<alloc_id> grads;           ///< .grad; 0 = None.
+  std::vector<alloc_id> exp_avg;
+  std::vector<alloc_id> exp_avg_sq;
+  std::vector<alloc_id> masters;
+  alloc_id buffers = 0;
+
+  param_grads grad_slots() noexcept { return trained ? param_grads{&grads, &param_bytes} : param_grads{}; }
+};
+
+using model_set = std::array<model_state, 4>;  ///< Indexed by model_role.
+
+inline model_state& model_for(model_set& models, model_role role) noexcept {
+  return models[static_cast<std::size_t>(role)];
+}
+
+model_set make_models(const rlhf_job& job);
+
+/// Setup, before the first iteration: from_pretrained(...).to("cuda") of the resident models,
+/// tensor by tensor (actor, reference, critic, reward, as TRL / DeepSpeed-Chat construct them),
+/// then the optimizers' fp32 master copies of the trained ones.
+void load_models(trace_builder& builder, const cost_model& cost, model_set& models);
+
+}  // namespace phasealloc::detail::synth

@@ -1,0 +1,124 @@
+#include "phasealloc/synth/presets.hpp"
+
+#include <fmt/format.h>
+
+namespace phasealloc {
+namespace {
+
+model_desc opt(std::size_t layers, std::size_t hidden, std::size_t heads, std::size_t ffn) {
+  model_desc d;
+  d.family = model_family::opt;
+  d.layers = layers;
+  d.hidden = hidden;
+  d.heads = heads;
+  d.kv_heads = heads;
+  d.ffn_hidden = ffn;
+  d.vocab = 50272;
+  d.max_positions = 2048;
+  return d;
+}
+
+model_desc llama(std::size_t layers, std::size_t hidden, std::size_t heads, std::size_t kv_heads, std::size_t ffn) {
+  model_desc d;
+  d.family = model_family::llama;
+  d.layers = layers;
+  d.hidden = hidden;
+  d.heads = heads;
+  d.kv_heads = kv_heads;
+  d.ffn_hidden = ffn;
+  d.vocab = 32000;
+  d.max_positions = 4096;
+  return d;
+}
+
+const model_desc opt_125m = opt(12, 768, 12, 3072);
+const model_desc opt_350m = opt(24, 1024, 16, 4096);
+const model_desc opt_1_3b = opt(24, 2048, 32, 8192);
+const model_desc llama_7b = llama(32, 4096, 32, 32, 11008);     // Llama-2-7B
+const model_desc llama_1_1b = llama(22, 2048, 32, 4, 5632);     // TinyLlama-1.1B
+
+rlhf_job ppo_125m() {
+  rlhf_job j;
+  j.name = "ppo-125m";
+  j.actor = j.critic = j.reference = j.reward = opt_125m;
+  j.batch = 8;
+  j.prompt_len = 128;
+  j.gen_len = 128;
+  j.iterations = 4;
+  j.ppo_epochs = 2;
+  j.micro_batch = 4;
+  j.inference_micro_batch = 4;
+  return j;
+}
+
+rlhf_job ppo_1_3b() {
+  rlhf_job j;
+  j.name = "ppo-1.3b";
+  j.actor = j.reference = opt_1_3b;
+  j.critic = j.reward = opt_350m;
+  j.batch = 16;
+  j.generation_batch = 8;
+  j.prompt_len = 256;
+  j.gen_len = 256;
+  j.iterations = 2;
+  j.ppo_epochs = 1;
+  j.micro_batch = 4;
+  j.inference_micro_batch = 8;
+  return j;
+}
+
+rlhf_job ppo_1_3b_offload() {
+  rlhf_job j = ppo_1_3b();
+  j.name = "ppo-1.3b-offload";
+  j.offload_optimizer = true;
+  j.offload_params = true;
+  return j;
+}
+
+rlhf_job ppo_7b() {
+  rlhf_job j;
+  j.name = "ppo-7b";
+  j.actor = j.reference = llama_7b;
+  j.critic = j.reward = llama_1_1b;
+  j.batch = 16;
+  j.prompt_len = 512;
+  j.gen_len = 256;
+  j.iterations = 2;
+  j.ppo_epochs = 1;
+  j.micro_batch = 2;
+  j.inference_micro_batch = 4;
+  j.gradient_checkpointing = true;
+  j.flash_attention = true;
+  j.offload_optimizer = true;
+  j.offload_params = true;
+  return j;
+}
+
+struct named_preset {
+  std::string_view name;
+  rlhf_job (*make)();
+};
+
+constexpr named_preset presets[] = {
+    {"ppo-125m", ppo_125m},
+    {"ppo-1.3b", ppo_1_3b},
+    {"ppo-1.3b-offload", ppo_1_3b_offload},
+    {"ppo-7b", ppo_7b},
+};
+
+}  // namespace
+
+std::vector<std::string_view> preset_names() {
+  std::vector<std::string_view> names;
+  for (const named_preset& p : presets) names.push_back(p.name);
+  return names;
+}
+
+result<rlhf_job, std::string> preset(std::string_view name) {
+  for (const named_preset& p : presets) {
+    if (p.name == name) return p.make();
+  }
+  return fmt::format("unknown synth preset '{}'; presets: {}", name, fmt::join(preset_names(), ", "));
+}
+
+}  // namespace phasealloc
