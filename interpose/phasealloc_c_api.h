@@ -1,0 +1,124 @@
+/* phasealloc's C API: the entry points PyTorch's CUDAPluggableAllocator calls, and the control
+ * API the Python package (and any other host) uses.
+ *
+ * This header includes no CUDA header and compiles as C or C++. Every `void* stream` is a
+ * cudaStream_t (CUstream) passed by value: the handle's pointer value is the engine's stream id
+ * (0 / NULL is the legacy default stream). Casting a cudaStream_t to void* and back is exact, so
+ * these signatures are ABI-identical to the ones PyTorch's docs show with cudaStream_t.
+ *
+ * Errors
+ *   - Nothing crosses this boundary but an allocation failure thrown by phasealloc_malloc (see
+ *     there). Every other function catches everything and reports failure by its return value
+ *     (-1, or NULL for strings) and by phasealloc_last_error().
+ *   - Caller misuse (unknown pointer, double free, size mismatch, a device that never allocated)
+ *     is reported on stderr, counted ("num_misuse" in the stats) and kept as the last error. With
+ *     strict:true in the configuration it aborts the process with the evidence instead.
+ *
+ * Strings returned as `const char*` live in a thread-local buffer owned by the library, one per
+ * function: valid until the same function is called again on the same thread.
+ *
+ * Configuration: PHASEALLOC_CONF (or phasealloc_configure, called first) is read once, at the
+ * first call that needs it. Grammar and keys: interpose/README.md.
+ */
+#ifndef PHASEALLOC_C_API_H_
+#define PHASEALLOC_C_API_H_
+
+#include <stddef.h>
+#include <sys/types.h> /* ssize_t */
+
+#if defined(__GNUC__)
+#define PHASEALLOC_API __attribute__((visibility("default")))
+#else
+#define PHASEALLOC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- what PyTorch calls ------------------------------------------------------------------------ */
+
+/* Allocates `size` bytes on `device` for use on `stream`.
+ * Never returns NULL for size >= 0: PyTorch does not check the result, so a failure is thrown as a
+ * C++ exception, which PyTorch (calling through std::function) turns into a Python exception:
+ *   out of memory -> c10::OutOfMemoryError (torch.cuda.OutOfMemoryError) when the companion
+ *                    library libphasealloc_torch_oom.so (built against c10) sits next to this one
+ *                    and loads; else std::runtime_error (RuntimeError). Both messages start with
+ *                    "CUDA out of memory." and carry the per-phase report.
+ *   anything else -> std::runtime_error (bad configuration, no usable device, ...).
+ * Deliberately not noexcept. Callers that cannot take an exception (ctypes, C) use
+ * phasealloc_try_malloc. */
+PHASEALLOC_API void* phasealloc_malloc(ssize_t size, int device, void* stream);
+
+/* Frees what phasealloc_malloc returned. `size` is the size that was asked for (0: unchecked);
+ * `stream` is the allocation stream (ignored: the block remembers it). NULL is a no-op. */
+PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* stream);
+
+/* Optional hooks (CUDAPluggableAllocator._allocator.set_init_fn / set_reset_fn /
+ * set_memory_fraction_fn / set_record_stream_fn). */
+PHASEALLOC_API void phasealloc_init(int device_count);             /* CUDA lazy init: reads the configuration */
+PHASEALLOC_API void phasealloc_reset(void);                        /* torch.cuda.empty_cache(): every engine */
+PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device); /* limit on reserved bytes */
+PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream);      /* Tensor.record_stream */
+
+/* --- tools and tests ---------------------------------------------------------------------------- */
+
+/* phasealloc_malloc without the exception: NULL on failure, with phasealloc_last_error() set
+ * (for out of memory: the same report phasealloc_malloc throws). */
+PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* stream);
+
+/* Sets the configuration instead of PHASEALLOC_CONF. Must come before the first call that reads the
+ * configuration; afterwards it succeeds only if `conf` equals the configuration in force.
+ * 0 on success, -1 on a bad configuration or when too late. */
+PHASEALLOC_API int phasealloc_configure(const char* conf);
+
+/* The effective configuration in the PHASEALLOC_CONF grammar, every key spelled out (paste it back
+ * unchanged); NULL when the configuration is bad (phasealloc_last_error() says why). */
+PHASEALLOC_API const char* phasealloc_config(void);
+
+/* --- phases (apply to every device's engine, and to engines created later) -------------------- */
+
+PHASEALLOC_API int phasealloc_phase_begin(const char* name); /* push: 0, or -1 */
+PHASEALLOC_API int phasealloc_phase_end(void);               /* pop: 0, or -1 without a matching begin */
+PHASEALLOC_API int phasealloc_phase_set(const char* name);   /* replace the current one: 0, or -1 */
+PHASEALLOC_API const char* phasealloc_current_phase(void);   /* "unphased" before any phase */
+
+/* --- books ---------------------------------------------------------------------------------------- */
+
+/* JSON object: every torch.cuda.memory_stats() key of the device ("allocated_bytes.all.current",
+ * ...), "phases": [{name, intervals, peak_allocated_bytes, ..., fragmentation}], and "phasealloc":
+ * {device_index, engine, device, policy, current_phase, limit_bytes, capacity_bytes, ...}.
+ * A device whose engine was never created answers zeros. device -1: {"devices": {"<index>": <that
+ * object>, ...}} for every created engine. NULL on error. */
+PHASEALLOC_API const char* phasealloc_stats_json(int device);
+PHASEALLOC_API int phasealloc_reset_peak_stats(int device);        /* -1: every device */
+PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every device */
+
+/* JSON array of segment objects in the shape of torch.cuda.memory_snapshot(): device, address,
+ * total_size, allocated_size, active_size, requested_size, stream, segment_type, segment_pool_id,
+ * is_expandable, frames, pool, blocks[{address, size, requested_size, state, frames}] with torch's
+ * states (active_allocated, active_pending_free, inactive). One object per contiguous mapped range,
+ * sorted by address. device -1: every created engine. NULL on error. */
+PHASEALLOC_API const char* phasealloc_snapshot_json(int device);
+
+/* --- traces ----------------------------------------------------------------------------------------- */
+
+/* Records every engine (and engines created later) until phasealloc_trace_stop, or until the
+ * process exits. The pattern expands %p (pid), %r (RANK, else LOCAL_RANK, else 0), %d (device
+ * index) and %%; without %d, device N > 0 writes "<stem>.devN<ext>". A path ending in .txt gets
+ * the text encoding, anything else the binary one. 0, or -1 (a trace is already running). */
+PHASEALLOC_API int phasealloc_trace_start(const char* path_pattern);
+/* Writes the files and stops. 0, or -1 (no trace running, or a file could not be written). */
+PHASEALLOC_API int phasealloc_trace_stop(void);
+
+/* --- errors ----------------------------------------------------------------------------------------- */
+
+/* The most recent error any thread reported ("" when none). */
+PHASEALLOC_API const char* phasealloc_last_error(void);
+PHASEALLOC_API void phasealloc_clear_last_error(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PHASEALLOC_C_API_H_ */

@@ -1,0 +1,120 @@
+"""Finding and loading libphasealloc_torch.so, and the ctypes prototypes of its C API.
+
+The library is looked up, in order: the PHASEALLOC_LIBRARY environment variable (a path to the
+.so), then libphasealloc_torch.so inside this package (where `make install` puts it). It is
+loaded once per process; ctypes never unloads it, and torch's CUDAPluggableAllocator opens the
+same path, so both see the same engines.
+"""
+
+import ctypes
+import json
+import os
+import threading
+
+LIBRARY_NAME = "libphasealloc_torch.so"
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+class PhaseallocError(RuntimeError):
+    """A phasealloc call failed; the message is the library's last error."""
+
+
+def library_path():
+    """The path of the library this process uses (or would load)."""
+    if _path is not None:
+        return _path
+    env = os.environ.get("PHASEALLOC_LIBRARY")
+    if env:
+        return os.path.abspath(env)
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY_NAME)
+
+
+def _declare(lib):
+    c_int, c_double, c_void_p, c_char_p, c_ssize_t = (
+        ctypes.c_int, ctypes.c_double, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ssize_t)
+    prototypes = {
+        # phasealloc_malloc is left out on purpose: it throws C++ exceptions on failure, which
+        # ctypes cannot catch. Python code allocates through phasealloc_try_malloc.
+        "phasealloc_try_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
+        "phasealloc_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
+        "phasealloc_init": (None, [c_int]),
+        "phasealloc_reset": (None, []),
+        "phasealloc_memory_fraction": (None, [c_double, c_int]),
+        "phasealloc_record_stream": (None, [c_void_p, c_void_p]),
+        "phasealloc_configure": (c_int, [c_char_p]),
+        "phasealloc_config": (c_char_p, []),
+        "phasealloc_phase_begin": (c_int, [c_char_p]),
+        "phasealloc_phase_end": (c_int, []),
+        "phasealloc_phase_set": (c_int, [c_char_p]),
+        "phasealloc_current_phase": (c_char_p, []),
+        "phasealloc_stats_json": (c_char_p, [c_int]),
+        "phasealloc_reset_peak_stats": (c_int, [c_int]),
+        "phasealloc_reset_accumulated_stats": (c_int, [c_int]),
+        "phasealloc_snapshot_json": (c_char_p, [c_int]),
+        "phasealloc_trace_start": (c_int, [c_char_p]),
+        "phasealloc_trace_stop": (c_int, []),
+        "phasealloc_last_error": (c_char_p, []),
+        "phasealloc_clear_last_error": (None, []),
+    }
+    for name, (restype, argtypes) in prototypes.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def load(path=None):
+    """Loads the library (once) and returns the ctypes handle. Raises OSError when it is missing."""
+    global _lib, _path
+    with _lock:
+        if _lib is not None:
+            if path is not None and os.path.abspath(path) != _path:
+                raise PhaseallocError(
+                    "phasealloc: %s is already loaded; cannot load %s too" % (_path, path))
+            return _lib
+        chosen = os.path.abspath(path) if path is not None else library_path()
+        if not os.path.exists(chosen):
+            raise OSError(
+                "phasealloc: %s not found (build it, install it, or point PHASEALLOC_LIBRARY at "
+                "libphasealloc_torch.so)" % chosen)
+        lib = ctypes.CDLL(chosen)
+        _declare(lib)
+        _lib, _path = lib, chosen
+        return lib
+
+
+def loaded():
+    """The ctypes handle if the library was loaded, else None (never loads)."""
+    return _lib
+
+
+def last_error():
+    lib = loaded()
+    if lib is None:
+        return ""
+    return (lib.phasealloc_last_error() or b"").decode("utf-8", "replace")
+
+
+def check(status, what):
+    """Raises PhaseallocError with the last error when a C call returned -1."""
+    if status != 0:
+        raise PhaseallocError("%s failed: %s" % (what, last_error()))
+
+
+def text(value, what):
+    """Decodes a returned C string; NULL raises PhaseallocError with the last error."""
+    if value is None:
+        raise PhaseallocError("%s failed: %s" % (what, last_error()))
+    return value.decode("utf-8", "replace")
+
+
+def json_call(fn, arg, what):
+    return json.loads(text(fn(arg), what))
+
+
+def function_address(name):
+    """The address of an exported C function (what torch's hook setters take)."""
+    lib = load()
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

@@ -1,0 +1,196 @@
+// The entry points PyTorch's CUDAPluggableAllocator calls: malloc, free and the optional hooks.
+//
+// Design note
+// Rationale: these run on every tensor allocation and free, on any thread, and must never take the
+//   process down: misuse is reported and counted (aborting only under strict:true), and nothing
+//   crosses the C boundary except the allocation failure phasealloc_malloc must throw (PyTorch
+//   does not check for NULL; see allocation_failure.hpp).
+// Approach: the stream handle's pointer value is the engine's stream id. The per-device engine is
+//   found lock-free (engine_registry). Every function body runs in try/catch(...); phasealloc_malloc
+//   computes its failure inside the try and throws only after leaving it.
+//   record_stream gets no device: the engine whose observer holds the address answers it.
+// Limitations: phasealloc_free trusts PyTorch's device argument (it is the one recorded at malloc).
+#include <cinttypes>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "allocation_failure.hpp"
+#include "engine_registry.hpp"
+#include "interpose_config.hpp"
+#include "last_error.hpp"
+#include "phasealloc/check.hpp"
+#include "phasealloc_c_api.h"
+
+namespace phasealloc::interpose {
+namespace {
+
+struct allocation {
+  void* ptr = nullptr;
+  bool out_of_memory = false;
+  std::string failure;  ///< Empty on success.
+};
+
+allocation allocate(ssize_t size, int device, void* stream) noexcept {
+  allocation out;
+  try {
+    if (size < 0) {
+      out.failure = fmt::format("phasealloc_malloc: negative size {} on device {}", size, device);
+      return out;
+    }
+    auto slot = engine_registry::instance().slot(device);
+    if (!slot) {
+      out.failure = fmt::format("phasealloc_malloc: no engine for device {}: {}", device, slot.error());
+      return out;
+    }
+    const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
+    auto addr = slot.value()->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
+    if (addr) {
+      out.ptr = reinterpret_cast<void*>(addr.value());
+      return out;
+    }
+    const alloc_error& error = addr.error();
+    out.out_of_memory = error.code == errc::out_of_memory;
+    out.failure = out.out_of_memory
+                      ? fmt::format("CUDA out of memory. GPU {}: {}", device, format_oom_report(error.report))
+                      : fmt::format("phasealloc_malloc({}) on device {} failed: {}", size, device,
+                                    to_string(error.code));
+  } catch (const std::exception& e) {
+    out.failure = fmt::format("phasealloc_malloc({}) on device {} failed: {}", size, device, e.what());
+  } catch (...) {
+    out.failure = fmt::format("phasealloc_malloc({}) on device {} failed: unknown exception", size, device);
+  }
+  return out;
+}
+
+/// Misuse the interpose layer sees itself (no engine could report it): stderr, last error, count;
+/// abort under strict:true.
+void report_interpose_misuse(const std::string& message) noexcept {
+  engine_registry::instance().count_misuse();
+  const auto& config = process_config();
+  if (config && config.value().strict) {
+    detail::report_fatal("no misuse (strict mode)", __FILE__, __LINE__, message);
+  }
+  report_error(message);
+}
+
+}  // namespace
+}  // namespace phasealloc::interpose
+
+using namespace phasealloc;
+using namespace phasealloc::interpose;
+
+extern "C" {
+
+PHASEALLOC_API void* phasealloc_malloc(ssize_t size, int device, void* stream) {
+  allocation a = allocate(size, device, stream);
+  if (a.failure.empty()) return a.ptr;
+  set_last_error(a.failure);
+  if (a.out_of_memory) throw_out_of_memory(a.failure);
+  throw_allocation_failure(a.failure);
+}
+
+PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* stream) {
+  allocation a = allocate(size, device, stream);
+  if (a.failure.empty()) return a.ptr;
+  set_last_error(a.failure);
+  return nullptr;
+}
+
+PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* /*stream*/) {
+  if (ptr == nullptr) return;
+  try {
+    engine_registry& registry = engine_registry::instance();
+    device_slot* slot = registry.existing(device);
+    if (slot == nullptr) {
+      report_interpose_misuse(fmt::format("phasealloc_free({}, {}): device {} never allocated anything", ptr, size,
+                                          device));
+      return;
+    }
+    const errc code = slot->eng->deallocate(reinterpret_cast<device_address>(ptr),
+                                            size < 0 ? 0 : static_cast<std::size_t>(size));
+    if (code != errc::ok) {
+      // The engine printed and counted it; keep it as the last error too.
+      set_last_error(fmt::format("phasealloc_free({}, {}) on device {}: {}: {}", ptr, size, device, to_string(code),
+                                 slot->eng->last_misuse().message));
+    }
+  } catch (const std::exception& e) {
+    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: {}", ptr, size, device, e.what()));
+  } catch (...) {
+    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: unknown exception", ptr, size, device));
+  }
+}
+
+PHASEALLOC_API void phasealloc_init(int device_count) {
+  try {
+    engine_registry::instance().note_device_count(device_count);
+    const auto& config = process_config();
+    if (!config) report_error(config.error());
+  } catch (...) {
+    report_error("phasealloc_init failed: unknown exception");
+  }
+}
+
+PHASEALLOC_API void phasealloc_reset(void) {
+  try {
+    for (device_slot* s : engine_registry::instance().created()) s->eng->empty_cache();
+  } catch (const std::exception& e) {
+    report_error(fmt::format("phasealloc_reset (empty_cache) failed: {}", e.what()));
+  } catch (...) {
+    report_error("phasealloc_reset (empty_cache) failed: unknown exception");
+  }
+}
+
+PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
+  try {
+    if (!(fraction > 0.0 && fraction <= 1.0)) {
+      report_error(fmt::format("set_per_process_memory_fraction({}, device {}): the fraction must be in (0, 1]",
+                               fraction, device));
+      return;
+    }
+    auto slot = engine_registry::instance().slot(device);
+    if (!slot) {
+      report_error(fmt::format("set_per_process_memory_fraction on device {}: {}", device, slot.error()));
+      return;
+    }
+    engine& eng = *slot.value()->eng;
+    const std::size_t capacity = slot.value()->dev->caps().capacity_bytes;
+    eng.set_limit_bytes(fraction >= 1.0 ? 0 : static_cast<std::size_t>(fraction * static_cast<double>(capacity)));
+  } catch (const std::exception& e) {
+    report_error(fmt::format("set_per_process_memory_fraction failed: {}", e.what()));
+  } catch (...) {
+    report_error("set_per_process_memory_fraction failed: unknown exception");
+  }
+}
+
+PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream) {
+  try {
+    const auto addr = reinterpret_cast<device_address>(ptr);
+    const auto sid = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
+    const std::vector<device_slot*> slots = engine_registry::instance().created();
+    device_slot* owner = nullptr;
+    for (device_slot* s : slots) {
+      if (s->observer.holds(addr)) {
+        owner = s;
+        break;
+      }
+    }
+    if (owner == nullptr && slots.size() == 1) owner = slots.front();  // its engine reports precisely
+    if (owner == nullptr) {
+      report_interpose_misuse(fmt::format("record_stream({}, stream {:#x}): no device's engine holds that address",
+                                          ptr, sid));
+      return;
+    }
+    const errc code = owner->eng->record_stream(addr, sid);
+    if (code != errc::ok) {
+      set_last_error(fmt::format("record_stream({}) on device {}: {}: {}", ptr, owner->ordinal, to_string(code),
+                                 owner->eng->last_misuse().message));
+    }
+  } catch (const std::exception& e) {
+    report_error(fmt::format("record_stream({}) failed: {}", ptr, e.what()));
+  } catch (...) {
+    report_error("record_stream failed: unknown exception");
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,59 @@
+#include "device_factory.hpp"
+
+#include <fmt/format.h>
+
+#include "phasealloc/devices/sim_device.hpp"
+#if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
+#include "phasealloc/devices/cuda_runtime_device.hpp"
+#include "phasealloc/devices/cuda_vmm_device.hpp"
+#endif
+
+namespace phasealloc::interpose {
+namespace {
+
+#if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
+result<std::unique_ptr<device>, std::string> make_vmm(const interpose_config& config, int ordinal) {
+  std::string why;
+  cuda_vmm_options options;
+  options.page_bytes = config.vmm_page_bytes;
+  auto d = cuda_vmm_device::create(ordinal, options, &why);
+  if (!d) return fmt::format("cuda_vmm on GPU {}: {} ({})", ordinal, why, to_string(d.error()));
+  return std::unique_ptr<device>(std::move(d).value());
+}
+
+result<std::unique_ptr<device>, std::string> make_runtime(int ordinal) {
+  std::string why;
+  auto d = cuda_runtime_device::create(ordinal, &why);
+  if (!d) return fmt::format("cuda_runtime on GPU {}: {} ({})", ordinal, why, to_string(d.error()));
+  return std::unique_ptr<device>(std::move(d).value());
+}
+#endif
+
+}  // namespace
+
+result<std::unique_ptr<device>, std::string> make_device(const interpose_config& config, int ordinal) {
+  if (config.device == device_kind::sim) {
+    sim_config sim;
+    sim.capacity_bytes = config.sim_capacity_bytes;
+    sim.virtual_memory = config.sim_virtual_memory;
+    return std::unique_ptr<device>(std::make_unique<sim_device>(sim));
+  }
+#if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
+  switch (config.device) {
+    case device_kind::cuda_vmm: return make_vmm(config, ordinal);
+    case device_kind::cuda_runtime: return make_runtime(ordinal);
+    default: break;
+  }
+  auto vmm = make_vmm(config, ordinal);
+  if (vmm) return vmm;
+  auto runtime = make_runtime(ordinal);
+  if (runtime) return runtime;
+  return fmt::format("no usable device (device:auto): {}; {}", vmm.error(), runtime.error());
+#else
+  return fmt::format("device:{} needs the CUDA devices, but this build of phasealloc has none (built without the "
+                     "CUDA toolkit); use device:sim for tests and tools",
+                     to_string(config.device));
+#endif
+}
+
+}  // namespace phasealloc::interpose

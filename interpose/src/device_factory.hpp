@@ -1,0 +1,25 @@
+// Builds the device of one GPU ordinal from the configuration.
+//
+// Design note
+// Rationale: design.md's default is cuda_vmm (page-granular release) where the driver supports
+//   virtual memory management, else cudaMalloc segments. The sim device serves tests and tools.
+// Approach: device:auto tries cuda_vmm, then cuda_runtime, and on failure reports both reasons.
+//   A build without the CUDA devices (no CUDA toolkit: PHASEALLOC_HAVE_CUDA_DEVICES undefined)
+//   can only build sim devices and says so for the others.
+// Limitations: the sim device hands out fake addresses: PyTorch kernels writing to them fault.
+//   It is for tests and tools that never dereference what they allocate.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "interpose_config.hpp"
+#include "phasealloc/device.hpp"
+#include "phasealloc/status.hpp"
+
+namespace phasealloc::interpose {
+
+/// The device for GPU `ordinal` (any ordinal for sim), or why there is none.
+result<std::unique_ptr<device>, std::string> make_device(const interpose_config& config, int ordinal);
+
+}  // namespace phasealloc::interpose

@@ -1,0 +1,32 @@
+#include "engine_observer.hpp"
+
+namespace phasealloc::interpose {
+
+void engine_observer::on_event(const trace_record& record) noexcept {
+  switch (record.op) {
+    case trace_op::segment_alloc:
+    case trace_op::segment_map:
+    case trace_op::segment_free:
+    case trace_op::segment_unmap:
+      try {
+        std::lock_guard lock(mutex_);
+        if (record.op == trace_op::segment_alloc || record.op == trace_op::segment_map) {
+          ranges_.insert(record.addr, record.block_bytes);
+        } else {
+          ranges_.erase(record.addr, record.block_bytes);
+        }
+      } catch (...) {
+        // Out of host memory: record_stream falls back to asking every engine (see c_api_alloc.cpp).
+      }
+      break;
+    default: break;
+  }
+  if (trace_sink* sink = forward()) sink->on_event(record);
+}
+
+bool engine_observer::holds(device_address addr) const {
+  std::lock_guard lock(mutex_);
+  return ranges_.contains(addr);
+}
+
+}  // namespace phasealloc::interpose

@@ -1,0 +1,45 @@
+// The trace sink every engine of the interpose layer reports to.
+//
+// Design note
+// Rationale: two things need to watch an engine from outside: the trace recorder (only while a
+//   trace runs) and record_stream, which PyTorch calls with a pointer and a stream but no device.
+//   With one engine per GPU, the pointer alone must say whose block it is, and the engine offers
+//   no "is this yours?" query that stays silent (deallocate/record_stream report misuse).
+// Approach: the observer is the engine's permanent sink. It keeps the address ranges the engine
+//   holds memory for (segment_alloc/segment_map add, segment_free/segment_unmap remove: rare
+//   events, so its mutex is cold) and forwards every event to the current recorder, if any.
+//   Swapping the recorder: store the pointer, then call engine::set_trace_sink(&observer) again.
+//   That call takes the engine's lock, so when it returns no on_event still uses the old
+//   recorder, which may then be flushed and destroyed (see trace_control.cpp).
+// Limitations: an address inside a held range may be free (a stale pointer); the engine that owns
+//   the range then reports it precisely. Sim devices each have their own fake address space from
+//   the same base, so with several sim engines an address may lie in more than one: the lowest
+//   ordinal wins (real GPUs share one virtual address space).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+
+#include "address_ranges.hpp"
+#include "phasealloc/trace_sink.hpp"
+
+namespace phasealloc::interpose {
+
+class engine_observer final : public trace_sink {
+ public:
+  void on_event(const trace_record& record) noexcept override;
+
+  /// Whether `addr` lies in memory the engine holds (mapped segments or pages).
+  bool holds(device_address addr) const;
+
+  /// The sink events are forwarded to (nullptr: none). See the note on swapping.
+  void set_forward(trace_sink* sink) noexcept { forward_.store(sink, std::memory_order_release); }
+  trace_sink* forward() const noexcept { return forward_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex mutex_;
+  address_ranges ranges_;
+  std::atomic<trace_sink*> forward_{nullptr};
+};
+
+}  // namespace phasealloc::interpose

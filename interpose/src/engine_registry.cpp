@@ -1,0 +1,168 @@
+#include "engine_registry.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "device_factory.hpp"
+#include "interpose_config.hpp"
+#include "last_error.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
+#include "trace_control.hpp"
+
+namespace phasealloc::interpose {
+
+engine_registry& engine_registry::instance() {
+  static engine_registry* registry = [] {
+    auto* r = new engine_registry;  // leaked on purpose: see the design note
+    // A trace named in the configuration runs from the first use of the registry.
+    const auto& config = process_config();
+    if (config && !config.value().trace_pattern.empty()) {
+      const std::string error = r->start_trace(config.value().trace_pattern);
+      if (!error.empty()) report_error(error);
+    }
+    return r;
+  }();
+  return *registry;
+}
+
+device_slot* engine_registry::existing(int ordinal) const noexcept {
+  if (ordinal < 0 || ordinal >= max_devices) return nullptr;
+  return slots_[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
+}
+
+std::vector<device_slot*> engine_registry::created() const {
+  std::vector<device_slot*> out;
+  for (const auto& s : slots_) {
+    if (device_slot* p = s.load(std::memory_order_acquire)) out.push_back(p);
+  }
+  return out;
+}
+
+result<device_slot*, std::string> engine_registry::slot(int ordinal) {
+  if (ordinal < 0 || ordinal >= max_devices) {
+    return fmt::format("device {} is out of range (0..{})", ordinal, max_devices - 1);
+  }
+  if (device_slot* s = existing(ordinal)) return s;
+  std::lock_guard lock(mutex_);
+  if (device_slot* s = existing(ordinal)) return s;
+  return create_locked(ordinal);
+}
+
+result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
+  std::string& failure = failures_[static_cast<std::size_t>(ordinal)];
+  if (!failure.empty()) return failure;
+  const auto& config_result = process_config();
+  if (!config_result) {
+    failure = config_result.error();
+    return failure;
+  }
+  const interpose_config& config = config_result.value();
+  auto dev = make_device(config, ordinal);
+  if (!dev) {
+    failure = dev.error();
+    return failure;
+  }
+  auto pol = make_policy(config.policy_spec);
+  if (!pol) {
+    failure = pol.error();
+    return failure;
+  }
+  engine_options options;
+  options.strict = config.strict;
+  options.check_invariants = config.check_invariants;
+  auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options);
+  if (bottom_phase_ != "unphased") s->eng->set_phase(bottom_phase_);
+  for (const std::string& name : phase_stack_) s->eng->begin_phase(name);
+  if (!trace_pattern_.empty()) attach_trace(*s, trace_pattern_, format_interpose_config(config));
+  slots_[static_cast<std::size_t>(ordinal)].store(s, std::memory_order_release);
+  return s;
+}
+
+// --- phases --------------------------------------------------------------------------------------
+
+std::string engine_registry::begin_phase(std::string_view name) {
+  if (name.empty()) return "phase name is empty";
+  std::lock_guard lock(mutex_);
+  phase_stack_.emplace_back(name);
+  for (device_slot* s : created()) s->eng->begin_phase(name);
+  return {};
+}
+
+std::string engine_registry::end_phase() {
+  std::lock_guard lock(mutex_);
+  if (phase_stack_.empty()) {
+    return fmt::format("phase_end without a matching phase_begin (current phase '{}')", bottom_phase_);
+  }
+  phase_stack_.pop_back();
+  for (device_slot* s : created()) s->eng->end_phase();
+  return {};
+}
+
+std::string engine_registry::set_phase(std::string_view name) {
+  if (name.empty()) return "phase name is empty";
+  std::lock_guard lock(mutex_);
+  if (phase_stack_.empty()) {
+    bottom_phase_ = std::string(name);
+  } else {
+    phase_stack_.back() = std::string(name);
+  }
+  for (device_slot* s : created()) s->eng->set_phase(name);
+  return {};
+}
+
+std::string engine_registry::current_phase() const {
+  std::lock_guard lock(mutex_);
+  return phase_stack_.empty() ? bottom_phase_ : phase_stack_.back();
+}
+
+// --- traces --------------------------------------------------------------------------------------
+
+std::string engine_registry::start_trace(std::string_view pattern) {
+  if (pattern.empty()) return "trace path pattern is empty";
+  std::lock_guard lock(mutex_);
+  if (!trace_pattern_.empty()) {
+    return fmt::format("a trace is already running (pattern \"{}\"); stop it first", trace_pattern_);
+  }
+  const auto& config = process_config();
+  const std::string settings = config ? format_interpose_config(config.value()) : std::string();
+  trace_pattern_ = std::string(pattern);
+  for (device_slot* s : created()) attach_trace(*s, trace_pattern_, settings);
+  if (!exit_flush_registered_) {
+    exit_flush_registered_ = true;
+    std::atexit([] { engine_registry::instance().flush_traces_at_exit(); });
+  }
+  return {};
+}
+
+std::string engine_registry::stop_trace() {
+  std::lock_guard lock(mutex_);
+  if (trace_pattern_.empty()) return "no trace is running";
+  trace_pattern_.clear();
+  std::string errors;
+  for (device_slot* s : created()) {
+    const std::string error = detach_trace(*s);
+    if (!error.empty()) errors += (errors.empty() ? "" : "; ") + error;
+  }
+  return errors;
+}
+
+bool engine_registry::tracing() const {
+  std::lock_guard lock(mutex_);
+  return !trace_pattern_.empty();
+}
+
+void engine_registry::flush_traces_at_exit() {
+  try {
+    std::lock_guard lock(mutex_);
+    if (trace_pattern_.empty()) return;
+    for (device_slot* s : created()) {
+      const std::string error = flush_trace(*s);
+      if (!error.empty()) report_error(error);
+    }
+  } catch (...) {
+    // Exiting: nothing more to do.
+  }
+}
+
+}  // namespace phasealloc::interpose

@@ -1,0 +1,87 @@
+// One engine per GPU ordinal, created on first use; the process-wide phase; the trace switch.
+//
+// Design note
+// Rationale: PyTorch names the device in every malloc, and a process may touch several GPUs, each
+//   needing its own engine (books, streams, device memory). Building an engine builds a device,
+//   which for CUDA creates a context: only ordinals actually used may pay for that. Phases are
+//   process-wide facts ("this process is generating"), so a transition applies to every engine,
+//   including engines created after it.
+// Approach: a fixed array of atomic slot pointers, read lock-free on the allocation path. The
+//   first use of an ordinal takes the registry mutex, checks again, builds device + policy +
+//   engine (a once-style guard: a failure is remembered and answered again, never retried), replays
+//   the current phase stack onto the new engine, attaches the running trace, and publishes the
+//   slot. Phase transitions and trace start/stop take the same mutex, so a new engine never misses
+//   one. Lock order: registry, then an engine (never the reverse).
+//   Slots are never destroyed: tensors may be freed during interpreter teardown, after any static
+//   destructor would have run (PyTorch leaks its allocator for the same reason).
+// Limitations: ordinals 0..max_devices-1.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "device_slot.hpp"
+#include "phasealloc/status.hpp"
+
+namespace phasealloc::interpose {
+
+class engine_registry {
+ public:
+  static constexpr int max_devices = 64;
+
+  /// The process's registry (created on first use, never destroyed).
+  static engine_registry& instance();
+
+  /// The slot of `ordinal`, created on first use; or why it cannot be (bad configuration, no device).
+  result<device_slot*, std::string> slot(int ordinal);
+  /// The slot of `ordinal` if it was created, else nullptr. Lock-free.
+  device_slot* existing(int ordinal) const noexcept;
+  /// Every created slot, in ordinal order. Lock-free snapshot.
+  std::vector<device_slot*> created() const;
+
+  /// Device count PyTorch reported at CUDA initialisation (0 = not told).
+  void note_device_count(int count) noexcept { device_count_.store(count, std::memory_order_relaxed); }
+  int device_count() const noexcept { return device_count_.load(std::memory_order_relaxed); }
+
+  // --- phases (every engine) ---------------------------------------------------------------------
+  std::string begin_phase(std::string_view name);  ///< "" or an error message.
+  std::string end_phase();
+  std::string set_phase(std::string_view name);
+  std::string current_phase() const;
+
+  // --- traces (every engine, and engines created while the trace runs) ----------------------------
+  std::string start_trace(std::string_view pattern);  ///< "" or an error message.
+  std::string stop_trace();
+  bool tracing() const;
+
+  // --- misuse the interpose layer itself saw (no engine involved) -------------------------------
+  std::int64_t count_misuse() noexcept { return misuse_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  std::int64_t misuse_count() const noexcept { return misuse_.load(std::memory_order_relaxed); }
+
+ private:
+  engine_registry() = default;
+  result<device_slot*, std::string> create_locked(int ordinal);
+  void flush_traces_at_exit();
+
+  mutable std::mutex mutex_;
+  std::array<std::atomic<device_slot*>, max_devices> slots_{};
+  std::array<std::string, max_devices> failures_;  ///< Why an ordinal has no engine (guarded by mutex_).
+  std::atomic<int> device_count_{0};
+  std::atomic<std::int64_t> misuse_{0};
+
+  // Phase mirror (guarded by mutex_): the bottom phase (replaced by set_phase when nothing is
+  // pushed) and the pushed phases.
+  std::string bottom_phase_ = "unphased";
+  std::vector<std::string> phase_stack_;
+
+  std::string trace_pattern_;  ///< Running trace ("" = none), guarded by mutex_.
+  bool exit_flush_registered_ = false;
+};
+
+}  // namespace phasealloc::interpose

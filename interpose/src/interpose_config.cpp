@@ -1,0 +1,147 @@
+#include "interpose_config.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "phasealloc/conf.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
+
+namespace phasealloc::interpose {
+namespace {
+
+constexpr std::string_view env_name = "PHASEALLOC_CONF";
+
+/// "[a,b]" -> "a,b" when the first '[' closes at the very end; anything else unchanged.
+std::string strip_brackets(std::string_view value) {
+  if (value.size() < 2 || value.front() != '[' || value.back() != ']') return std::string(value);
+  int depth = 0;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == '[') ++depth;
+    if (value[i] == ']' && --depth == 0 && i + 1 != value.size()) return std::string(value);
+  }
+  return std::string(value.substr(1, value.size() - 2));
+}
+
+/// Brackets a value that has a top-level comma (or starts with '['), so parse_conf keeps it whole.
+std::string bracket_if_needed(std::string_view value) {
+  int depth = 0;
+  bool needs = !value.empty() && value.front() == '[';
+  for (const char c : value) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) needs = true;
+  }
+  return needs ? fmt::format("[{}]", value) : std::string(value);
+}
+
+struct process_state {
+  std::mutex mutex;
+  std::optional<std::string> configured_text;  ///< From phasealloc_configure(), before the first read.
+  std::optional<result<interpose_config, std::string>> config;
+  std::string text_in_force;
+};
+
+process_state& state() {
+  static process_state* s = new process_state;  // leaked: used until the process is gone
+  return *s;
+}
+
+}  // namespace
+
+std::string_view to_string(device_kind kind) noexcept {
+  switch (kind) {
+    case device_kind::auto_select: return "auto";
+    case device_kind::cuda_vmm: return "cuda_vmm";
+    case device_kind::cuda_runtime: return "cuda_runtime";
+    case device_kind::sim: return "sim";
+  }
+  return "auto";
+}
+
+std::string default_policy_spec() {
+  const auto names = policy_names();
+  for (const std::string_view preferred : {"phasealloc", "pytorch", "basic"}) {
+    for (const policy_entry& e : names) {
+      if (e.name == preferred) return std::string(preferred);
+    }
+  }
+  return names.empty() ? std::string("basic") : std::string(names.front().name);
+}
+
+result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source) {
+  auto entries = parse_conf(text);
+  if (!entries) return fmt::format("{}: {}", source, entries.error());
+  conf_reader reader(std::string(source), std::move(entries).value());
+  interpose_config c;
+  c.source = std::string(source);
+  if (auto v = reader.get_string("device")) {
+    if (*v == "auto") c.device = device_kind::auto_select;
+    else if (*v == "cuda_vmm") c.device = device_kind::cuda_vmm;
+    else if (*v == "cuda_runtime") c.device = device_kind::cuda_runtime;
+    else if (*v == "sim") c.device = device_kind::sim;
+    else reader.fail("device", fmt::format("\"{}\" is not a device (expected auto, cuda_vmm, cuda_runtime or sim)", *v));
+  }
+  if (auto v = reader.get_string("policy")) c.policy_spec = strip_brackets(*v);
+  if (auto v = reader.get_bool("strict")) c.strict = *v;
+  if (auto v = reader.get_bool("check_invariants")) c.check_invariants = *v;
+  if (auto v = reader.get_string("trace")) c.trace_pattern = strip_brackets(*v);
+  if (auto v = reader.get_bytes("sim_capacity")) {
+    if (*v == 0) reader.fail("sim_capacity", "must be positive");
+    c.sim_capacity_bytes = *v;
+  }
+  if (auto v = reader.get_bool("sim_virtual_memory")) c.sim_virtual_memory = *v;
+  if (auto v = reader.get_bytes("vmm_page")) c.vmm_page_bytes = *v;
+  if (auto error = reader.finish()) return *error;
+
+  if (c.policy_spec.empty()) c.policy_spec = default_policy_spec();
+  auto probe = make_policy(c.policy_spec);
+  if (!probe) return fmt::format("{}: bad value for 'policy': {}", source, probe.error());
+  c.effective_policy_spec = probe.value()->spec();
+  return c;
+}
+
+std::string format_interpose_config(const interpose_config& c) {
+  std::string out = fmt::format(
+      "device:{},policy:{},strict:{},check_invariants:{},sim_capacity:{},sim_virtual_memory:{},vmm_page:{}",
+      to_string(c.device), bracket_if_needed(c.effective_policy_spec), c.strict, c.check_invariants,
+      c.sim_capacity_bytes, c.sim_virtual_memory, c.vmm_page_bytes);
+  if (!c.trace_pattern.empty()) out += ",trace:" + bracket_if_needed(c.trace_pattern);
+  return out;
+}
+
+const result<interpose_config, std::string>& process_config() {
+  process_state& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.config) {
+    std::string source(env_name);
+    if (s.configured_text) {
+      s.text_in_force = *s.configured_text;
+      source = "phasealloc_configure";
+    } else if (const char* env = std::getenv(std::string(env_name).c_str())) {
+      s.text_in_force = env;
+    }
+    s.config.emplace(parse_interpose_config(s.text_in_force, source));
+  }
+  return *s.config;
+}
+
+std::string configure_process(std::string_view text) {
+  process_state& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.config) {
+    if (text == s.text_in_force) return {};
+    return fmt::format("phasealloc_configure(\"{}\") comes too late: the configuration \"{}\" was already read "
+                       "at first use; configure before the first allocation or query",
+                       text, s.text_in_force);
+  }
+  // Validate now, so the caller hears about a bad text at once; keep it for the first read.
+  auto parsed = parse_interpose_config(text, "phasealloc_configure");
+  if (!parsed) return parsed.error();
+  s.configured_text = std::string(text);
+  return {};
+}
+
+}  // namespace phasealloc::interpose

@@ -1,0 +1,63 @@
+// The interpose layer's configuration: PHASEALLOC_CONF, parsed and validated once per process.
+//
+// Design note
+// Rationale: design.md asks for one string in PYTORCH_CUDA_ALLOC_CONF's grammar, read once at
+//   initialisation and never during static initialisation, where a typo is an error that names
+//   the key and lists the valid ones. The policy key carries a whole policy spec, which has ':'
+//   and ',' of its own ("pytorch:expandable_segments:True,max_split_size_mb:128").
+// Approach: parse_conf splits the top level; a value in square brackets keeps its commas
+//   (brackets nest), so
+//     PHASEALLOC_CONF="device:cuda_vmm,policy:[pytorch:expandable_segments:True,max_split_size_mb:128],strict:false"
+//   gives policy = "pytorch:expandable_segments:True,max_split_size_mb:128" (the outer brackets
+//   are removed for `policy` and `trace`). A spec without a top-level comma needs no brackets:
+//   "policy:pytorch:expandable_segments:True". The policy spec is built once here (make_policy) so
+//   a bad one fails at the first use, not at the first allocation on some device.
+//   The process configuration is read at the first call that needs it: the text given to
+//   phasealloc_configure() if that came first, else getenv("PHASEALLOC_CONF"), else defaults.
+// Limitations: the configuration cannot change once read (engines were built from it).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "phasealloc/status.hpp"
+#include "phasealloc/types.hpp"
+
+namespace phasealloc::interpose {
+
+enum class device_kind { auto_select, cuda_vmm, cuda_runtime, sim };
+
+std::string_view to_string(device_kind kind) noexcept;
+
+struct interpose_config {
+  device_kind device = device_kind::auto_select;
+  std::string policy_spec;            ///< The spec as given (outer brackets removed) or the default.
+  std::string effective_policy_spec;  ///< policy::spec() of a policy built from it: every option spelled out.
+  bool strict = false;                ///< Misuse aborts with the evidence.
+  bool check_invariants = false;      ///< Run the engine's invariant checker after every operation (slow).
+  std::string trace_pattern;          ///< Record from the start to this path pattern ("" = no trace).
+  std::size_t sim_capacity_bytes = 80 * gib;
+  bool sim_virtual_memory = true;     ///< The sim behaves like cuda_vmm (true) or cudaMalloc (false).
+  std::size_t vmm_page_bytes = 0;     ///< cuda_vmm page size (0: the driver's granularity).
+  std::string source;                 ///< Where the text came from, for messages.
+};
+
+/// The policy used when PHASEALLOC_CONF names none: the first registered of phasealloc, pytorch, basic.
+std::string default_policy_spec();
+
+/// Parses and validates a configuration text. `source` labels errors ("PHASEALLOC_CONF").
+result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source);
+
+/// The configuration in the PHASEALLOC_CONF grammar with every key spelled out; parsing it again
+/// gives the same configuration.
+std::string format_interpose_config(const interpose_config& config);
+
+/// The process's configuration, read at the first call (thread-safe); the reference stays valid.
+const result<interpose_config, std::string>& process_config();
+
+/// Gives the text to use instead of PHASEALLOC_CONF. Too late once process_config() was read,
+/// unless `text` equals what is in force. Returns an error message, or "" on success.
+std::string configure_process(std::string_view text);
+
+}  // namespace phasealloc::interpose

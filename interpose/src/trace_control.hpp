@@ -1,0 +1,37 @@
+// Recording an engine's trace to a per-process, per-device file.
+//
+// Design note
+// Rationale: every rank of a torchrun job (and every Ray actor) is its own process with its own
+//   engines, and the trace format holds one device; so one file per (process, device), named from
+//   a pattern the user gives once (PHASEALLOC_CONF trace:..., or phasealloc.trace(path)).
+// Approach: attach_trace builds a trace_recorder for the slot and makes it the observer's forward
+//   sink; detach_trace unhooks it (the engine's lock is the barrier, see engine_observer.hpp) and
+//   writes the file. A trace that is still running at exit is written by an atexit handler
+//   (flush_trace: the recorder keeps recording, so a later flush writes more). A recorder attached
+//   mid-run first gets a phase event naming the current phase, so the trace starts in it.
+// Limitations: allocations made before the trace started are unknown to the recorder; their frees
+//   are counted as unmatched (trace_recorder::unmatched_events), not written.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "device_slot.hpp"
+
+namespace phasealloc::interpose {
+
+/// The file of device `ordinal` for `pattern`: %d -> ordinal, then %p / %r / %% (trace_path.hpp).
+/// Without %d, ordinal N > 0 gets ".devN" before the extension.
+std::string trace_path_for(std::string_view pattern, int ordinal);
+
+/// Starts recording `slot` to trace_path_for(pattern, slot.ordinal). `settings` goes into the
+/// trace's metadata (the effective configuration).
+void attach_trace(device_slot& slot, std::string_view pattern, std::string_view settings);
+
+/// Stops recording `slot` and writes its file. Returns an error message, or "" on success.
+std::string detach_trace(device_slot& slot);
+
+/// Writes what `slot` recorded so far without stopping. Returns an error message, or "".
+std::string flush_trace(const device_slot& slot);
+
+}  // namespace phasealloc::interpose

@@ -1,0 +1,253 @@
+"""phasealloc as PyTorch's CUDA allocator, end to end on a real GPU.
+
+Run (from the repository root, after building libphasealloc_torch.so):
+
+    PHASEALLOC_LIBRARY=build/interpose/libphasealloc_torch.so python -m pytest tests/gpu -v
+
+PHASEALLOC_LIBRARY may be left out when a build*/interpose/libphasealloc_torch.so exists. Skips with
+the reason when torch, CUDA or the library is missing.
+
+Every scenario runs in a fresh process started through phasealloc-run (PHASEALLOC=1: the swap
+happens at `import torch`, the drop-in path users take): the test file runs itself as
+`python test_torch_swap.py <scenario>`; a scenario asserts inside the child and prints
+"SCENARIO OK" at the end. Scenarios run on device:cuda_vmm and device:cuda_runtime.
+"""
+
+import glob
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
+MIB = 1 << 20
+
+
+def find_library():
+    env = os.environ.get("PHASEALLOC_LIBRARY")
+    if env:
+        return os.path.abspath(env) if os.path.exists(env) else None
+    found = glob.glob(os.path.join(REPO, "build*", "interpose", "libphasealloc_torch.so"))
+    return max(found, key=os.path.getmtime) if found else None
+
+
+# --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
+
+def scenario_swap(torch, phasealloc):
+    assert phasealloc.is_enabled(), "the PHASEALLOC=1 start-up hook did not enable phasealloc"
+    x = torch.ones(1024, device="cuda")  # CUDA lazy init happens after the swap
+    backend = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else "?"
+    assert backend in ("pluggable", "?"), backend
+    s = phasealloc.stats()
+    assert s["allocated_bytes.all.current"] >= 4096, s["allocated_bytes.all.current"]
+    assert s["phasealloc"]["device"] in ("cuda_vmm", "cuda_runtime"), s["phasealloc"]
+    assert float(x.sum()) == 1024.0
+    print("device", s["phasealloc"]["device"], "policy", s["phasealloc"]["policy"])
+
+
+def scenario_phases_and_streams(torch, phasealloc):
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    sizes = [1, 1000, 300 * 1024, 5 * MIB // 4, 100 * MIB // 4]  # float32 elements: 4 B .. 100 MiB
+    kept = {}
+    with phasealloc.phase("generation"):
+        for i, n in enumerate(sizes):
+            with torch.cuda.stream(s1 if i % 2 else s2):
+                kept[("gen", i)] = torch.full((n,), float(i + 1), device="cuda")
+                transient = torch.empty(n * 2, device="cuda")  # freed at once: its block is reused
+                del transient
+    with phasealloc.phase("training"):
+        for i, n in enumerate(sizes):
+            kept[("train", i)] = torch.arange(n, device="cuda", dtype=torch.float32)
+        for i in range(1, len(sizes), 2):  # free some generation tensors in the training phase
+            del kept[("gen", i)]
+    torch.cuda.synchronize()
+    for (kind, i), t in kept.items():
+        expected = torch.full_like(t, float(i + 1)) if kind == "gen" else torch.arange(sizes[i], device="cuda",
+                                                                                          dtype=torch.float32)
+        assert torch.equal(t, expected), (kind, i)
+
+    # record_stream: a block used on another stream is not reused until that stream's work is done.
+    n = 64 * MIB // 4
+    src = torch.full((n,), 7.0, device="cuda")  # allocated on the default stream
+    out = torch.empty(n, device="cuda")
+    with torch.cuda.stream(s2):
+        torch.cuda._sleep(200_000_000)  # keep s2 busy for a while
+        out.copy_(src)
+    src.record_stream(s2)
+    del src
+    clobber = torch.full((n,), -1.0, device="cuda")  # must not land on src's block before s2 read it
+    torch.cuda.synchronize()
+    assert float(out.min()) == 7.0 and float(out.max()) == 7.0, "a block was reused while s2 still read it"
+    del clobber
+
+    phases = {p["name"]: p for p in phasealloc.stats()["phases"]}
+    assert phases["generation"]["num_allocs"] >= 2 * len(sizes)
+    assert phases["training"]["num_allocs"] >= len(sizes)
+    assert phases["generation"]["peak_allocated_bytes"] > 0
+
+
+def scenario_memory_api(torch, phasealloc):
+    tensors = [torch.empty(n, device="cuda", dtype=torch.uint8) for n in (512, 3 * MIB, 50 * MIB)]
+    torch.cuda.synchronize()
+    s = phasealloc.stats()
+    assert torch.cuda.memory_allocated() == s["allocated_bytes.all.current"]
+    assert torch.cuda.memory_reserved() == s["reserved_bytes.all.current"]
+    assert torch.cuda.max_memory_allocated() == s["allocated_bytes.all.peak"]
+    assert torch.cuda.max_memory_reserved() == s["reserved_bytes.all.peak"]
+    stats = torch.cuda.memory_stats()
+    assert stats["allocated_bytes.all.current"] == s["allocated_bytes.all.current"]
+    assert stats["allocation.all.current"] == s["allocation.all.current"] >= 3
+    assert torch.cuda.memory_stats_as_nested_dict()["reserved_bytes"]["all"]["current"] == \
+        s["reserved_bytes.all.current"]
+    summary = torch.cuda.memory_summary()
+    assert "phasealloc, device 0" in summary
+    segments = torch.cuda.memory_snapshot()
+    assert segments and all(seg["device"] == 0 for seg in segments)
+    assert sum(seg["allocated_size"] for seg in segments) == s["allocated_bytes.all.current"]
+    torch.cuda.memory._record_memory_history(max_entries=1000)  # warns, does not raise
+    path = "/tmp/phasealloc_gpu_snapshot_%d.pickle" % os.getpid()
+    torch.cuda.memory._dump_snapshot(path)
+    import pickle
+
+    with open(path, "rb") as f:
+        assert pickle.load(f)["segments"]
+    os.remove(path)
+    del tensors
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+
+
+def scenario_empty_cache(torch, phasealloc):
+    free_before, total = torch.cuda.mem_get_info()
+    tensors = [torch.empty(64 * MIB, device="cuda", dtype=torch.uint8) for _ in range(8)]
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_reserved() >= 8 * 64 * MIB
+    del tensors
+    assert torch.cuda.memory_allocated() == 0
+    assert torch.cuda.memory_reserved() >= 8 * 64 * MIB  # cached
+    torch.cuda.empty_cache()  # the reset hook: every engine gives its cache back
+    assert torch.cuda.memory_reserved() == 0
+    free_after, _ = torch.cuda.mem_get_info()
+    assert free_after >= free_before - 64 * MIB, (free_before, free_after)
+
+
+def scenario_oom(torch, phasealloc):
+    total = torch.cuda.mem_get_info()[1]
+    torch.cuda.set_per_process_memory_fraction(0.05)  # the memory-fraction hook
+    keep = torch.empty(int(total * 0.02), device="cuda", dtype=torch.uint8)
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+    with phasealloc.phase("rollout"):
+        try:
+            torch.empty(int(total * 0.2), device="cuda", dtype=torch.uint8)
+        except oom_type as e:
+            message = str(e)
+            kind = "OutOfMemoryError"
+        except RuntimeError as e:
+            message = str(e)
+            kind = "RuntimeError"
+        else:
+            raise AssertionError("no out-of-memory error")
+    assert "CUDA out of memory." in message and "phasealloc: out of memory" in message, message
+    assert "phase 'rollout'" in message and "Per phase" in message, message
+    library = phasealloc.library_path()
+    companion = os.path.join(os.path.dirname(library), "libphasealloc_torch_oom.so")
+    if os.path.exists(companion):
+        assert kind == "OutOfMemoryError", "the companion library exists but a RuntimeError was raised"
+    print("oom raised", kind, "(companion %s)" % ("present" if os.path.exists(companion) else "absent"))
+    assert phasealloc.stats()["num_ooms"] == 1
+    small = torch.ones(1000, device="cuda")  # the process goes on
+    assert float(small.sum()) == 1000.0
+    del keep
+
+
+def scenario_training_detection(torch, phasealloc):
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        with torch.no_grad():
+            model(torch.randn(64, 1024, device="cuda"))
+        loss = model(torch.randn(64, 1024, device="cuda")).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    names = {p["name"]: p for p in phasealloc.stats()["phases"]}
+    for name in ("inference", "training", "optimizer"):
+        assert name in names and names[name]["intervals"] >= 3, (name, sorted(names))
+    assert names["optimizer"]["num_allocs"] > 0  # AdamW state is allocated in the step
+
+
+def scenario_limits(torch, phasealloc):
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            torch.ones(10, device="cuda")
+    except RuntimeError as e:
+        assert "CUDA graph capture is not supported" in str(e), str(e)
+    else:
+        raise AssertionError("graph capture did not raise")
+
+
+SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
+DEVICES = ("cuda_vmm", "cuda_runtime")
+
+
+def child_main(name):
+    import torch
+    import phasealloc
+
+    SCENARIOS[name](torch, phasealloc)
+    print("SCENARIO OK")
+
+
+# --- pytest side ---------------------------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:  # the child does not need pytest
+    pytest = None
+
+if pytest is not None and __name__ != "__main__":
+    def _skip_reason():
+        try:
+            import torch
+        except ImportError:
+            return "torch is not installed"
+        if not torch.cuda.is_available():
+            return "no CUDA device (torch.cuda.is_available() is False)"
+        if find_library() is None:
+            return "libphasealloc_torch.so not found: build it and set PHASEALLOC_LIBRARY"
+        return None
+
+    _REASON = _skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+    @pytest.mark.parametrize("device", DEVICES)
+    @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+    def test_torch_swap(scenario, device):
+        env = dict(os.environ)
+        env["PHASEALLOC_LIBRARY"] = find_library()
+        env["PHASEALLOC_CONF"] = "device:%s" % device
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        out = subprocess.run([LAUNCHER, sys.executable, os.path.abspath(__file__), scenario], env=env,
+                             capture_output=True, text=True, timeout=600)
+        print(out.stdout)
+        print(out.stderr, file=sys.stderr)
+        assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (
+            "scenario %s on %s failed (exit %d):\n%s\n%s" % (scenario, device, out.returncode, out.stdout, out.stderr))
+
+    def test_a_child_process_inherits_the_swap():
+        env = dict(os.environ)
+        env["PHASEALLOC_LIBRARY"] = find_library()
+        code = ("import subprocess, sys\n"
+                "out = subprocess.run([sys.executable, '-c', 'import torch, phasealloc; "
+                "torch.ones(1, device=\"cuda\"); print(phasealloc.is_enabled())'], capture_output=True, text=True)\n"
+                "print(out.stdout.strip())\n")
+        out = subprocess.run([LAUNCHER, sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().endswith("True"), out.stdout + out.stderr
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1])

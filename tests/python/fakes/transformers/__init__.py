@@ -1,0 +1,2 @@
+"""Fake transformers: GenerationMixin.generate only."""
+from .generation.utils import GenerationMixin  # noqa: F401

@@ -1,0 +1,1 @@
+from .entrypoints.llm import LLM  # noqa: F401

@@ -1,0 +1,116 @@
+"""PHASEALLOC_CONF: the grammar, every key, and the errors (each in a fresh process: read once)."""
+
+import pytest
+
+from conftest import CTYPES_PRELUDE, run_python
+
+SHOW_CONFIG = CTYPES_PRELUDE + """
+c = lib.phasealloc_config()
+print("CONFIG " + (c.decode() if c is not None else "NULL"))
+print("ERROR " + err())
+"""
+
+
+def config_of(conf):
+    out = run_python(SHOW_CONFIG, conf=conf)
+    assert out.returncode == 0, out.stderr
+    lines = {}
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        lines[key] = value
+    return lines["CONFIG"], lines["ERROR"]
+
+
+def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
+    config, error = config_of("device:sim,colour:red")
+    assert config == "NULL"
+    assert "unknown key 'colour'" in error
+    for key in ("device", "policy", "strict", "trace", "sim_capacity", "sim_virtual_memory", "vmm_page",
+                "check_invariants"):
+        assert key in error
+
+
+@pytest.mark.parametrize("conf, names", [
+    ("device:tpu", ["'device'", "cuda_vmm", "cuda_runtime", "sim"]),
+    ("device:sim,strict:maybe", ["'strict'", "boolean"]),
+    ("device:sim,sim_capacity:lots", ["'sim_capacity'", "byte size"]),
+    ("device:sim,policy:nope", ["'policy'", "unknown policy 'nope'", "basic"]),
+    ("device:sim,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
+    ("device:sim,device:sim", ["given twice"]),
+    ("device", ["no ':'"]),
+])
+def test_bad_values_name_the_key(lib, conf, names):
+    config, error = config_of(conf)
+    assert config == "NULL"
+    for name in names:
+        assert name in error, (name, error)
+
+
+def test_bracketed_policy_spec_keeps_its_commas(lib):
+    config, _ = config_of("device:sim,policy:[basic:small_limit:64KiB,large_round:4MiB],sim_capacity:1GiB")
+    assert "policy:[basic:small_limit:65536," in config and "large_round:4194304" in config
+    assert "sim_capacity:1073741824" in config
+
+
+def test_policy_spec_without_commas_needs_no_brackets(lib):
+    config, _ = config_of("device:sim,policy:basic:expandable_large:true")
+    assert "expandable_large:true" in config
+
+
+def test_defaults_and_round_trip(lib):
+    config, error = config_of("")
+    assert error == ""
+    assert config.startswith("device:auto,policy:")
+    assert "strict:false" in config
+    again, _ = config_of(config)  # pasted back unchanged
+    assert again == config
+    with_trace, _ = config_of("device:sim,trace:[/tmp/a,b/t.%p.txt]")
+    assert with_trace.endswith("trace:[/tmp/a,b/t.%p.txt]")
+    assert config_of(with_trace)[0] == with_trace
+
+
+def test_the_configured_policy_and_capacity_are_used(lib):
+    out = run_python(CTYPES_PRELUDE + """
+p = lib.phasealloc_try_malloc(100 * 1024, 0, None)  # above small_limit: the large pool
+s = stats(0)
+print(s["allocated_bytes.large_pool.current"], s["phasealloc"]["capacity_bytes"])
+""", conf="device:sim,policy:[basic:small_limit:64KiB,large_round:4MiB],sim_capacity:1GiB")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(100 * 1024), str(1 << 30)]
+
+
+def test_configure_before_first_use_wins_over_the_environment(lib):
+    out = run_python(CTYPES_PRELUDE + """
+assert lib.phasealloc_configure(b"device:sim,colour:red") == -1
+print(err())
+assert lib.phasealloc_configure(b"device:sim,sim_capacity:2GiB") == 0
+print(lib.phasealloc_config().decode())
+""", conf="device:sim,sim_capacity:8GiB")
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.strip().splitlines()
+    assert "unknown key 'colour'" in first
+    assert "sim_capacity:%d" % (2 << 30) in second
+
+
+def test_a_bad_configuration_fails_allocations_with_its_error_and_does_not_crash(lib):
+    out = run_python(CTYPES_PRELUDE + """
+assert lib.phasealloc_try_malloc(1024, 0, None) is None
+print(err())
+assert lib.phasealloc_phase_begin(b"generation") == 0  # phases work without engines
+print(lib.phasealloc_stats_json(0).decode()[:1])
+""", conf="device:sim,colour:red")
+    assert out.returncode == 0, out.stderr
+    assert "no engine for device 0" in out.stdout and "unknown key 'colour'" in out.stdout
+
+
+def test_cuda_devices_without_a_gpu_fail_with_a_clear_message(lib):
+    out = run_python(CTYPES_PRELUDE + """
+for conf_device in ("auto",):
+    assert lib.phasealloc_try_malloc(1024, 0, None) is None
+    print(err())
+""", conf="device:auto", timeout=120)
+    assert out.returncode == 0, out.stderr
+    message = out.stdout.strip()
+    assert "no engine for device 0" in message
+    # A build with the CUDA devices tried both; one without them says it has none.
+    assert ("cuda_vmm" in message and "cuda_runtime" in message) or "needs the CUDA devices" in message

@@ -1,0 +1,96 @@
+"""Traces: phasealloc_trace_start/stop, the trace key of PHASEALLOC_CONF, one file per process."""
+
+import os
+import re
+
+from conftest import CTYPES_PRELUDE, DEVICES, last_error, run_python
+
+MIB = 1 << 20
+
+
+def read_text_trace(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines[0].startswith("# phasealloc-trace v")
+    events = [line.split() for line in lines if line and line[0].isdigit()]
+    return lines, events
+
+
+def test_trace_start_and_stop_write_the_file(lib, tmp_path):
+    device = DEVICES["trace"]
+    pattern = str(tmp_path / "run.%p.%d.txt")
+    assert lib.phasealloc_trace_start(pattern.encode()) == 0
+    assert lib.phasealloc_trace_start(pattern.encode()) == -1
+    assert "already running" in last_error(lib)
+    assert lib.phasealloc_phase_begin(b"generation") == 0
+    ptrs = [lib.phasealloc_try_malloc(n, device, None) for n in (1000, 2 * MIB, 3000)]
+    assert lib.phasealloc_phase_end() == 0
+    for p, n in zip(ptrs, (1000, 2 * MIB, 3000)):
+        lib.phasealloc_free(p, n, device, None)
+    assert lib.phasealloc_trace_stop() == 0
+    assert lib.phasealloc_trace_stop() == -1
+    assert "no trace is running" in last_error(lib)
+
+    path = tmp_path / ("run.%d.%d.txt" % (os.getpid(), device))
+    lines, events = read_text_trace(path)
+    ops = [e[1] for e in events]
+    assert ops.count("alloc") == 3 and ops.count("free") == 3
+    assert "phase" in ops and any('"generation"' in line for line in lines)
+    assert [int(e[3]) for e in events if e[1] == "alloc"] == [1000, 2 * MIB, 3000]
+    # Every engine of the process got its own file (the %d in the pattern).
+    assert len(list(tmp_path.iterdir())) >= 1
+
+
+def test_binary_trace_and_device_suffix(lib, tmp_path):
+    pattern = str(tmp_path / "bin.patrace")
+    device = DEVICES["trace"]
+    assert lib.phasealloc_trace_start(pattern.encode()) == 0
+    p = lib.phasealloc_try_malloc(4096, device, None)
+    lib.phasealloc_free(p, 4096, device, None)
+    assert lib.phasealloc_trace_stop() == 0
+    path = tmp_path / ("bin.dev%d.patrace" % device)  # no %d: device N > 0 gets .devN
+    with open(path, "rb") as f:
+        assert f.read(4) == b"\x89PAT"
+
+
+def test_every_process_writes_its_own_file_at_exit(lib, tmp_path):
+    pattern = str(tmp_path / "job.%r.%p.txt")
+    code = CTYPES_PRELUDE + """
+MIB = 1 << 20
+assert lib.phasealloc_phase_begin(b"generation") == 0
+ptrs = [lib.phasealloc_try_malloc(MIB * (i + 1), 0, None) for i in range(5)]
+assert lib.phasealloc_phase_set(b"training") == 0
+for i, p in enumerate(ptrs):
+    lib.phasealloc_free(p, MIB * (i + 1), 0, None)
+print(os.getpid())
+"""
+    pids = []
+    for rank in range(3):
+        out = run_python(code, conf="device:sim,trace:[%s]" % pattern, extra={"RANK": str(rank)})
+        assert out.returncode == 0, out.stderr
+        pids.append(int(out.stdout.strip()))
+    files = sorted(os.listdir(tmp_path))
+    assert files == sorted("job.%d.%d.txt" % (rank, pid) for rank, pid in enumerate(pids))
+    for name in files:
+        lines, events = read_text_trace(tmp_path / name)
+        assert [e[1] for e in events].count("alloc") == 5
+        assert any('"training"' in line for line in lines)
+
+
+def test_python_trace_context_manager_in_subprocesses(lib, tmp_path):
+    pattern = str(tmp_path / "ctx.%p.txt")
+    code = CTYPES_PRELUDE + """
+with phasealloc.trace(%r):
+    with phasealloc.phase("rollout"):
+        p = lib.phasealloc_try_malloc(4096, 0, None)
+        lib.phasealloc_free(p, 4096, 0, None)
+print(os.getpid())
+""" % pattern
+    outs = [run_python(code, conf="device:sim") for _ in range(2)]
+    for out in outs:
+        assert out.returncode == 0, out.stderr
+        path = tmp_path / ("ctx.%s.txt" % out.stdout.strip())
+        lines, events = read_text_trace(path)
+        assert [e[1] for e in events].count("alloc") == 1
+        assert any('"rollout"' in line for line in lines)
+        assert re.search(r"allocator_settings \".*device:sim", "\n".join(lines))
