@@ -305,14 +305,22 @@ block* engine_impl::grow_expandable(pool_id pool, stream_id stream, std::size_t 
     if (need == 0) continue;  // cannot happen: f alone would have fitted in best_fit
     const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
     if (options_.limit_bytes != 0 && reserved + need > options_.limit_bytes) return nullptr;
-    const errc mapped = device_.map(u->addr, need);
+    // Map ahead up to the pool's growth step when there is room: one call now saves the next few.
+    std::size_t map_bytes = std::min(u->bytes, std::max(need, round_up(pool_traits_[pool].grow_bytes, page)));
+    if (options_.limit_bytes != 0 && reserved + map_bytes > options_.limit_bytes) map_bytes = need;
+    errc mapped = device_.map(u->addr, map_bytes);
     count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
+    if (mapped != errc::ok && map_bytes > need) {  // no room to map ahead: map what is needed
+      map_bytes = need;
+      mapped = device_.map(u->addr, need);
+      count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
+    }
     if (mapped != errc::ok) return nullptr;
-    block* m = need < u->bytes ? split_front(u, need) : u;
+    block* m = map_bytes < u->bytes ? split_front(u, map_bytes) : u;
     m->state = block_state::free;
-    seg->mapped_bytes += need;
-    stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(need));
-    emit(trace_op::segment_map, m->addr, need, need, stream);
+    seg->mapped_bytes += map_bytes;
+    stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(map_bytes));
+    emit(trace_op::segment_map, m->addr, map_bytes, map_bytes, stream);
     return merge_neighbours(m);  // absorbs f, taking it out of the pool
   }
   grow_bytes = round_up(rounded, page);

@@ -87,8 +87,9 @@ class engine_impl {
   // --- release (engine_release.cpp) ---
   std::size_t run_step(const release_step& step);
   std::size_t release_segment(segment* seg);
-  /// Unmaps the pages wholly inside free block b; returns the bytes unmapped (0 if none).
-  std::size_t unmap_block_pages(block* b);
+  /// Unmaps the pages wholly inside free block b, at most about `limit_bytes` of them (the upper
+  /// ones, which join the unmapped space above); returns the bytes unmapped (0 if none).
+  std::size_t unmap_block_pages(block* b, std::size_t limit_bytes = SIZE_MAX);
   std::size_t page_bytes_of(const segment& seg) const;
 };
 

@@ -74,12 +74,13 @@ std::size_t engine_impl::page_bytes_of(const segment& seg) const {
   return seg.expandable ? pool_traits_[seg.pool].page_bytes : device_.caps().granularity_bytes;
 }
 
-std::size_t engine_impl::unmap_block_pages(block* b) {
+std::size_t engine_impl::unmap_block_pages(block* b, std::size_t limit_bytes) {
   segment* seg = b->seg;
   const std::size_t page = page_bytes_of(*seg);
-  const device_address lo = seg->addr + round_up(b->addr - seg->addr, page);
+  device_address lo = seg->addr + round_up(b->addr - seg->addr, page);
   const device_address hi = seg->addr + (b->addr + b->bytes - seg->addr) / page * page;
   if (hi <= lo) return 0;
+  if (limit_bytes < hi - lo) lo = hi - round_up(limit_bytes, page);
   pools_[seg->pool].erase(b);
   // Carve b into [head free][mid unmapped][tail free]; head and tail go back to the pool.
   block* head = lo > b->addr ? split_front(b, lo - b->addr) : nullptr;
@@ -155,6 +156,8 @@ std::size_t engine_impl::run_step(const release_step& step) {
     if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
     if (step.order == release_order::largest_first || step.order == release_order::best_fit_then_largest) {
       std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) { return a.bytes > b.bytes; });
+    } else if (step.order == release_order::smallest_first) {
+      std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) { return a.bytes < b.bytes; });
     }
     for (segment* seg : idle_segments) {
       if (released >= step.target_bytes) break;
@@ -162,7 +165,7 @@ std::size_t engine_impl::run_step(const release_step& step) {
     }
     for (const run& r : runs) {
       if (released >= step.target_bytes) break;
-      released += unmap_block_pages(r.b);  // blocks of other runs are untouched by this one
+      released += unmap_block_pages(r.b, step.target_bytes - released);  // other runs are untouched
     }
   }
   if (whole.empty() || released >= step.target_bytes) return released;
@@ -180,6 +183,10 @@ std::size_t engine_impl::run_step(const release_step& step) {
       break;
     case release_order::largest_first:
       std::stable_sort(whole.begin(), whole.end(), [](const candidate& a, const candidate& b) { return a.bytes > b.bytes; });
+      release_in(whole);
+      break;
+    case release_order::smallest_first:
+      std::stable_sort(whole.begin(), whole.end(), [](const candidate& a, const candidate& b) { return a.bytes < b.bytes; });
       release_in(whole);
       break;
     case release_order::best_fit_then_largest: {

@@ -43,8 +43,8 @@ std::string_view to_string(transition_release r) {
 
 phasealloc_policy::phasealloc_policy(phasealloc_policy_options options) : options_(std::move(options)) {
   pools_.push_back(pool_traits{"small", true, true, size_classes[0].page_bytes, false});
-  pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false});
-  pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true});
+  pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false, options_.grow_bytes});
+  pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true, 0});
 }
 
 result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::string_view conf) {
@@ -65,6 +65,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     if (*v < 2 * mib || *v % (2 * mib) != 0) reader.fail("page", "must be a positive multiple of 2MiB");
     else o.page_bytes = *v;
   }
+  if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
   if (auto v = reader.get_string("pin_tags")) {
     for (const std::string& item : split_list(*v)) {
       std::uint32_t tag = 0;
@@ -92,10 +93,11 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
 
 std::string phasealloc_policy::spec() const {
   std::string s = fmt::format("phasealloc:release:{}", to_string(options_.release));
-  if (options_.release_threshold_bytes != 64 * mib) s += fmt::format(",release_threshold:{}", options_.release_threshold_bytes);
+  if (options_.release_threshold_bytes != gib) s += fmt::format(",release_threshold:{}", options_.release_threshold_bytes);
   if (!options_.reclaim) s += ",reclaim:false";
-  if (options_.reclaim_min_run_bytes != 2 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
+  if (options_.reclaim_min_run_bytes != 128 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
+  if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
   if (!options_.pin_tags.empty()) s += fmt::format(",pin_tags:[{}]", fmt::join(options_.pin_tags, ","));
   if (!options_.pin_sizes.empty()) s += fmt::format(",pin_sizes:[{}]", fmt::join(options_.pin_sizes, ","));
   if (options_.memory_fraction != 1.0) s += fmt::format(",memory_fraction:{}", options_.memory_fraction);
@@ -141,8 +143,9 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
   if (!options_.reclaim || c.pool == pinned_pool) return {};
   const std::size_t after = c.reserved_bytes + c.grow_bytes;
   if (after <= high_water_bytes_) return {};
-  // Growing would set a new high for this phase: take the memory of holes back first, so the
-  // growth reuses it. Only as much as keeps us at the high-water mark.
+  // Growing would set a new peak for the run: take the memory of holes back first, so the growth
+  // reuses it. Only as much as keeps us at the high-water mark. Below the peak, growth is free:
+  // it cannot raise what the job needs from the device.
   return {page_release(after - high_water_bytes_, options_.reclaim_min_run_bytes)};
 }
 
@@ -159,7 +162,6 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
   std::size_t keep = c.allocated_bytes;
   switch (options_.release) {
     case transition_release::none:
-      high_water_bytes_ = c.reserved_bytes;
       return {};
     case transition_release::all:
       break;
@@ -167,12 +169,11 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       if (const auto it = learned_.find(c.to_name); it != learned_.end()) keep = std::max(keep, it->second);
       break;
   }
-  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) {
-    high_water_bytes_ = c.reserved_bytes;
-    return {};
-  }
-  high_water_bytes_ = keep;  // the new phase starts from what it is predicted to need
-  return {page_release(c.reserved_bytes - keep, options_.page_bytes)};
+  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) return {};
+  release_step step = page_release(c.reserved_bytes - keep, options_.page_bytes);
+  // Adaptive keeps memory for the next phase: keep the large runs it can reuse, return small ones.
+  if (options_.release == transition_release::adaptive) step.order = release_order::smallest_first;
+  return {step};
 }
 
 }  // namespace phasealloc

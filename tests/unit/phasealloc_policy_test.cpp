@@ -56,7 +56,7 @@ TEST(PhaseallocPolicyTest, TransitionReleaseKeepsGenerationCacheOutOfTheNextPhas
   // a release the optimizer's reserved memory is generation's (fragmentation near 1); with one it
   // is its own.
   rig none("phasealloc:release:none,reclaim:false");
-  rig all("phasealloc:release:all,reclaim:false");
+  rig all("phasealloc:release:all,reclaim:false,release_threshold:0,grow:2MiB");
   for (rig* r : {&none, &all}) {
     rlhf_iteration(*r, 8, 64, 64 * kib, 40 * mib);  // ends by entering "optimizer"
     const device_address state = r->alloc(16 * mib);
@@ -75,7 +75,7 @@ TEST(PhaseallocPolicyTest, TransitionReleaseKeepsGenerationCacheOutOfTheNextPhas
 
 TEST(PhaseallocPolicyTest, ReclaimUnmapsHolesBeforeGrowingPastTheHighWaterMark) {
   rig off("phasealloc:release:none,reclaim:false");
-  rig on("phasealloc:release:none,reclaim:true");
+  rig on("phasealloc:release:none,reclaim:true,reclaim_min_run:2MiB");
   for (rig* r : {&off, &on}) {
     r->eng.set_phase("training");
     const device_address a = r->alloc(10 * mib);
@@ -91,8 +91,8 @@ TEST(PhaseallocPolicyTest, ReclaimUnmapsHolesBeforeGrowingPastTheHighWaterMark) 
 }
 
 TEST(PhaseallocPolicyTest, AdaptiveReleaseKeepsWhatTheNextPhaseNeededLastTime) {
-  rig all("phasealloc:release:all,release_threshold:0");
-  rig adaptive("phasealloc:release:adaptive,release_threshold:0");
+  rig all("phasealloc:release:all,release_threshold:0,grow:2MiB");
+  rig adaptive("phasealloc:release:adaptive,release_threshold:0,grow:2MiB");
   // Generation leaves 8 MiB KV runs cached; training's 4 MiB activations fit in them.
   for (int iteration = 0; iteration < 4; ++iteration) {
     for (rig* r : {&all, &adaptive}) rlhf_iteration(*r, 8, 32, 256 * kib, 4 * mib);
@@ -112,8 +112,8 @@ TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
   // ProTrain-style offload: every iteration the optimizer reloads 4 parameter chunks (tag 7),
   // uses them, and offloads them again, while other phases come and go.
   constexpr std::uint32_t chunk_tag = 7;
-  rig pinned("phasealloc:release:all,pin_tags:[7]");
-  rig unpinned("phasealloc:release:all");
+  rig pinned("phasealloc:release:all,release_threshold:0,pin_tags:[7]");
+  rig unpinned("phasealloc:release:all,release_threshold:0");
   for (rig* r : {&pinned, &unpinned}) {
     std::vector<std::vector<device_address>> slots;
     for (int iteration = 0; iteration < 3; ++iteration) {
@@ -138,7 +138,7 @@ TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
 }
 
 TEST(PhaseallocPolicyTest, PinnedBySizeForUntaggedJobs) {
-  rig r("phasealloc:pin_sizes:[96MiB]");
+  rig r("phasealloc:release_threshold:0,pin_sizes:[96MiB]");
   const device_address a = r.alloc(96 * mib);
   r.free(a);
   r.eng.set_phase("training");  // a transition release would return an unpinned block

@@ -27,6 +27,8 @@ struct pool_traits {
                               ///< device with virtual reserve and partial unmap).
   std::size_t page_bytes = 0; ///< Expandable pools: mapping unit (a multiple of the granularity).
   bool pinned = false;        ///< Memory of this pool is never returned by transition releases.
+  std::size_t grow_bytes = 0; ///< Expandable pools: map at least this much per growth (fewer
+                              ///< device calls, at most this much mapped ahead; 0 = one page).
 };
 
 struct alloc_request {
@@ -44,7 +46,8 @@ enum class release_what {
 
 enum class release_order {
   address,             ///< In address order until the target is met.
-  largest_first,       ///< Largest segments first.
+  largest_first,       ///< Largest segments (or free page runs) first: most bytes per call.
+  smallest_first,      ///< Smallest first: keeps the large runs a later request can reuse.
   best_fit_then_largest,  ///< The smallest single segment >= target if there is one, else largest first.
   aged,                ///< Segments cached at least as long as the mean first, repeatedly (PyTorch's
                        ///< garbage_collection_threshold); age counts allocations since it became free.

@@ -5,12 +5,14 @@
 //       unmaps every free page (what hand-placed empty_cache() does, page-granular); `adaptive`
 //       keeps what the phase that starts needed at its peak the last time it ran, and releases
 //       the rest, so the next phase does not pay to grow back.
-//   release_threshold:BYTES [64MiB]  Skip a transition release smaller than this (saves calls).
-//   reclaim:BOOL [true]  Before growing past the highest reserved level of the current phase, first
-//       unmap free page runs (holes between live blocks), so growth reuses their memory instead
-//       of adding to it: holes never block a large allocation.
-//   reclaim_min_run:BYTES [2MiB]  Holes smaller than this stay mapped (bounds unmap calls).
-//   page:BYTES [2MiB]  Mapping unit of the pools (a multiple of the device granularity).
+//   release_threshold:BYTES [1GiB]  Skip a transition release smaller than this (saves calls).
+//   reclaim:BOOL [true]  Before growing past the highest reserved level of the run so far (the
+//       peak that counts), first unmap free page runs (holes between live blocks), so growth
+//       reuses their memory instead of adding to it: holes never block a large allocation.
+//   reclaim_min_run:BYTES [128MiB]  Holes smaller than this stay mapped (bounds unmap calls).
+//   page:BYTES [2MiB]  Mapping and unmapping unit of the pools (a multiple of the granularity).
+//   grow:BYTES [20MiB]  Map at least this much per growth of the large pools: fewer map calls, at
+//       most this much mapped ahead of need (PyTorch's expandable segments grow by 20 MiB pages).
 //   pin_tags:[T,...] []  Allocation tags served by the pinned pool (e.g. offloaded parameter and
 //       optimizer chunks reloaded every iteration): its memory is never released at transitions,
 //       so every reload lands in the same slots without fragmenting the rest.
@@ -27,6 +29,9 @@
 // Approach: the engine does the mechanism (release steps over free page runs, largest first);
 //   this class only decides when and how much, learning per phase name the peak allocated bytes
 //   of its last interval.
+// Defaults: chosen on the four synthetic PPO presets (phasealloc sweep, see bench/README.md) for
+//   peak reserved within ~1.5% of the floor at the fewest device calls; smaller thresholds and
+//   runs trade calls for a lower peak, `release:none` trades phase awareness for calls.
 // Limitations: needs a device with virtual memory (cuda_vmm, or sim with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
 //   are released. Prediction is per phase name: a phase whose need varies a lot between iterations
@@ -49,10 +54,11 @@ enum class transition_release { none, all, adaptive };
 
 struct phasealloc_policy_options {
   transition_release release = transition_release::adaptive;
-  std::size_t release_threshold_bytes = 64 * mib;
+  std::size_t release_threshold_bytes = gib;
   bool reclaim = true;
-  std::size_t reclaim_min_run_bytes = 2 * mib;
+  std::size_t reclaim_min_run_bytes = 128 * mib;
   std::size_t page_bytes = 2 * mib;
+  std::size_t grow_bytes = 20 * mib;
   std::vector<std::uint32_t> pin_tags;
   std::vector<std::size_t> pin_sizes;
   double memory_fraction = 1.0;
@@ -84,7 +90,7 @@ class phasealloc_policy final : public policy {
   phasealloc_policy_options options_;
   std::vector<pool_traits> pools_;
   std::map<std::string, std::size_t, std::less<>> learned_;
-  std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the current phase interval.
+  std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the run so far.
 };
 
 }  // namespace phasealloc
