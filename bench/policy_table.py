@@ -16,9 +16,6 @@ def gib(n):
 
 
 def short(policy):
-    # The pytorch policy prints its effective settings; keep what distinguishes the rows.
-    if policy.startswith("pytorch:"):
-        return "pytorch:expandable_segments:True" if "expandable_segments:True" in policy else "pytorch"
     return policy
 
 

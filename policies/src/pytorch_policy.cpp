@@ -166,17 +166,22 @@ std::string pytorch_policy::spec() const {
   if (opts_.max_split_bytes != SIZE_MAX) {
     items.push_back(fmt::format("max_split_size_mb:{}", opts_.max_split_bytes / mib));
   }
-  items.push_back(fmt::format("max_non_split_rounding_mb:{}", opts_.max_non_split_rounding_bytes / mib));
+  if (opts_.max_non_split_rounding_bytes != 20 * mib) {
+    items.push_back(fmt::format("max_non_split_rounding_mb:{}", opts_.max_non_split_rounding_bytes / mib));
+  }
   if (const std::string d = format_pytorch_divisions(opts_.roundup_divisions); !d.empty()) {
     items.push_back("roundup_power2_divisions:" + d);
   }
   if (opts_.garbage_collection_threshold > 0.0) {
     items.push_back(fmt::format("garbage_collection_threshold:{}", opts_.garbage_collection_threshold));
   }
-  items.push_back(fmt::format("expandable_segments:{}", opts_.expandable_segments ? "True" : "False"));
-  items.push_back(fmt::format("large_segment_size_mb:{}", opts_.large_segment_bytes / mib));
-  items.push_back(fmt::format("per_process_memory_fraction:{}", opts_.memory_fraction));
-  return fmt::format("pytorch:{}", fmt::join(items, ","));
+  if (opts_.expandable_segments) items.push_back("expandable_segments:True");
+  if (opts_.large_segment_bytes != 20 * mib) {
+    items.push_back(fmt::format("large_segment_size_mb:{}", opts_.large_segment_bytes / mib));
+  }
+  if (opts_.memory_fraction != 1.0) items.push_back(fmt::format("per_process_memory_fraction:{}", opts_.memory_fraction));
+  // Only what differs from torch's defaults, so reports stay readable; it parses back unchanged.
+  return items.empty() ? std::string("pytorch") : fmt::format("pytorch:{}", fmt::join(items, ","));
 }
 
 std::size_t pytorch_policy::round_bytes(std::size_t requested_bytes) const noexcept {
