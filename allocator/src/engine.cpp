@@ -237,24 +237,32 @@ block* engine_impl::new_segment(pool_id pool, stream_id stream, std::size_t byte
       return nullptr;
     }
   }
-  auto seg = std::make_unique<segment>();
-  seg->addr = addr.value();
+  segment* seg = add_segment(addr.value(), bytes, pool, stream, /*expandable=*/false);
+  emit(trace_op::segment_alloc, seg->addr, bytes, bytes, stream);
+  return seg->first;
+}
+
+segment* engine_impl::add_segment(device_address addr, std::size_t bytes, pool_id pool, stream_id stream,
+                                  bool expandable) {
+  auto owned = std::make_unique<segment>();
+  segment* seg = owned.get();
+  seg->addr = addr;
   seg->bytes = bytes;
-  seg->mapped_bytes = bytes;
+  seg->mapped_bytes = expandable ? 0 : bytes;  // an expandable reservation starts with no memory
   seg->pool = pool;
   seg->stream = stream;
+  seg->expandable = expandable;
   seg->small = is_small(pool);
   block* b = arena_.make();
-  b->addr = seg->addr;
+  b->addr = addr;
   b->bytes = bytes;
-  b->seg = seg.get();
-  b->state = block_state::free;
+  b->seg = seg;
+  b->state = expandable ? block_state::unmapped : block_state::free;
   seg->first = b;
   stats_.segment.increase(seg->small, 1);
-  stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(bytes));
-  emit(trace_op::segment_alloc, seg->addr, bytes, bytes, stream);
-  segments_.emplace(seg->addr, std::move(seg));
-  return b;
+  stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(seg->mapped_bytes));
+  segments_.emplace(addr, std::move(owned));
+  return seg;
 }
 
 segment* engine_impl::expandable_segment_for(pool_id pool, stream_id stream) {
@@ -267,23 +275,7 @@ segment* engine_impl::expandable_segment_for(pool_id pool, stream_id stream) {
   const result<device_address> addr = device_.reserve(bytes);
   if (!addr) return nullptr;
   count_device(&device_stats::num_device_alloc, &phase_stats::num_device_alloc);
-  auto seg = std::make_unique<segment>();
-  seg->addr = addr.value();
-  seg->bytes = bytes;
-  seg->mapped_bytes = 0;
-  seg->pool = pool;
-  seg->stream = stream;
-  seg->expandable = true;
-  seg->small = is_small(pool);
-  block* b = arena_.make();
-  b->addr = seg->addr;
-  b->bytes = bytes;
-  b->seg = seg.get();
-  b->state = block_state::unmapped;
-  seg->first = b;
-  segment* raw = seg.get();
-  stats_.segment.increase(seg->small, 1);
-  segments_.emplace(raw->addr, std::move(seg));
+  segment* raw = add_segment(addr.value(), bytes, pool, stream, /*expandable=*/true);
   expandable_.emplace(key, raw);
   return raw;
 }

@@ -243,6 +243,19 @@ struct cuda_vmm_device::state {
     return &it->second;
   }
 
+  /// The reservation holding page-aligned [addr, addr+bytes) whose pages are all `mapped` (or all
+  /// unmapped when false), with the index of its first page; nullptr when the range breaks the
+  /// contract (map of a mapped page, unmap of an unmapped one, outside any reservation).
+  reservation* find_pages(device_address addr, std::size_t bytes, bool mapped, std::size_t& first) {
+    if (bytes == 0 || addr % page_bytes != 0 || bytes % page_bytes != 0) return nullptr;
+    reservation* res = find_range(addr, bytes, first);
+    if (res == nullptr) return nullptr;
+    for (std::size_t i = first; i < first + bytes / page_bytes; ++i) {
+      if (res->pages[i].mapped != mapped) return nullptr;
+    }
+    return res;
+  }
+
   /// Unmaps and releases one page, ignoring errors (rollback and teardown only).
   void drop_page(page& p, device_address at) {
     (void)api.mem_unmap(to_ptr(at), page_bytes);
@@ -407,15 +420,11 @@ errc cuda_vmm_device::release(device_address base, std::size_t bytes) noexcept {
 
 errc cuda_vmm_device::map(device_address addr, std::size_t bytes) noexcept {
   state& s = *state_;
-  if (bytes == 0 || addr % s.page_bytes != 0 || bytes % s.page_bytes != 0) return errc::invalid_argument;
   std::lock_guard lock(s.mutex);
   std::size_t first = 0;
-  state::reservation* res = s.find_range(addr, bytes, first);
+  state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/false, first);
   if (res == nullptr) return errc::invalid_argument;
   const std::size_t count = bytes / s.page_bytes;
-  for (std::size_t i = first; i < first + count; ++i) {
-    if (res->pages[i].mapped) return errc::invalid_argument;
-  }
 
   scoped_context ctx(s.api, s.ctx);
   errc err = errc::ok;
@@ -451,15 +460,11 @@ errc cuda_vmm_device::map(device_address addr, std::size_t bytes) noexcept {
 
 errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
   state& s = *state_;
-  if (bytes == 0 || addr % s.page_bytes != 0 || bytes % s.page_bytes != 0) return errc::invalid_argument;
   std::lock_guard lock(s.mutex);
   std::size_t first = 0;
-  state::reservation* res = s.find_range(addr, bytes, first);
+  state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
   if (res == nullptr) return errc::invalid_argument;
   const std::size_t count = bytes / s.page_bytes;
-  for (std::size_t i = first; i < first + count; ++i) {
-    if (!res->pages[i].mapped) return errc::invalid_argument;
-  }
 
   scoped_context ctx(s.api, s.ctx);
   // Unmap every page before releasing any handle, so a failure can be undone with the same handles.
