@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <set>
 
 #include "block.hpp"
@@ -21,7 +22,10 @@ struct block_order {
 
 class block_pool {
  public:
-  using set_type = std::set<block*, block_order>;
+  /// Nodes come from the engine's pool resource: no system allocator call on the hot path.
+  using set_type = std::pmr::set<block*, block_order>;
+
+  explicit block_pool(std::pmr::memory_resource* nodes) : blocks_(nodes) {}
 
   void insert(block* b);
   void erase(block* b);

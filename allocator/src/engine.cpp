@@ -40,7 +40,8 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
     }
     t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
   }
-  pools_.resize(pool_traits_.size());
+  pools_.reserve(pool_traits_.size());
+  for (std::size_t i = 0; i < pool_traits_.size(); ++i) pools_.emplace_back(&nodes_);
   const double fraction = policy_.memory_fraction();
   PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
                    fraction);

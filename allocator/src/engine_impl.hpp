@@ -4,12 +4,14 @@
 
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "block.hpp"
 #include "block_pool.hpp"
+#include "node_recycler.hpp"
 #include "phase_book.hpp"
 #include "phasealloc/engine.hpp"
 
@@ -41,10 +43,12 @@ class engine_impl {
   policy& policy_;
   engine_options options_;
   std::vector<pool_traits> pool_traits_;
+  /// Recycles the nodes of the pool sets and the live map (declared before them: outlives them).
+  node_recycler nodes_;
   std::vector<block_pool> pools_;
   std::map<device_address, std::unique_ptr<segment>> segments_;
   std::map<std::pair<pool_id, stream_id>, segment*> expandable_;  ///< One reservation per (pool, stream).
-  std::unordered_map<device_address, block*> live_;
+  std::pmr::unordered_map<device_address, block*> live_{&nodes_};
   std::vector<pending_free> pending_;
   std::vector<event_id> spare_events_;
   block_arena arena_;
