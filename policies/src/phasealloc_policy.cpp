@@ -165,9 +165,13 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       return {};
     case transition_release::all:
       break;
-    case transition_release::adaptive:
-      if (const auto it = learned_.find(c.to_name); it != learned_.end()) keep = std::max(keep, it->second);
+    case transition_release::adaptive: {
+      // No prediction yet (the first time this phase runs): keep the cache; it may well be used.
+      const auto it = learned_.find(c.to_name);
+      if (it == learned_.end()) return {};
+      keep = std::max(keep, it->second);
       break;
+    }
   }
   if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) return {};
   release_step step = page_release(c.reserved_bytes - keep, options_.page_bytes);

@@ -4,7 +4,8 @@
 //   release:none|all|adaptive [adaptive]  At a phase transition, return cached memory. `all`
 //       unmaps every free page (what hand-placed empty_cache() does, page-granular); `adaptive`
 //       keeps what the phase that starts needed at its peak the last time it ran, and releases
-//       the rest, so the next phase does not pay to grow back.
+//       the rest, so the next phase does not pay to grow back. A phase seen for the first time has
+//       no prediction: its cache is kept.
 //   release_threshold:BYTES [1GiB]  Skip a transition release smaller than this (saves calls).
 //   reclaim:BOOL [true]  Before growing past the highest reserved level of the run so far (the
 //       peak that counts), first unmap free page runs (holes between live blocks), so growth
