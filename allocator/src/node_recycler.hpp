@@ -49,7 +49,7 @@ class node_recycler final : public std::pmr::memory_resource {
 
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override {
     if (bytes > max_node_bytes || alignment > unit_bytes) {
-      ::operator delete(p, bytes, std::align_val_t(alignment));
+      ::operator delete(p, std::align_val_t(alignment));  // unsized: clang without -fsized-deallocation
       return;
     }
     const std::size_t c = class_of(bytes);
