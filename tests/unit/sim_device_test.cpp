@@ -428,5 +428,16 @@ TEST(SimDeviceTest, KeepsExactBooksUnderConcurrentCallers) {
   EXPECT_EQ(c.failed, 0u);
 }
 
+TEST(SimDeviceAddressBaseTest, EachSimStartsAtItsOwnBase) {
+  sim_device a(sim_config{.capacity_bytes = gib});
+  sim_device b(sim_config{.capacity_bytes = gib, .address_base = sim_address_base + (device_address{1} << 44)});
+  const device_address from_a = a.reserve(2 * mib).value();
+  const device_address from_b = b.reserve(2 * mib).value();
+  EXPECT_EQ(from_a, sim_address_base);
+  EXPECT_EQ(from_b, sim_address_base + (device_address{1} << 44));
+  EXPECT_EQ(a.release(from_a, 2 * mib), errc::ok);
+  EXPECT_EQ(b.release(from_b, 2 * mib), errc::ok);
+}
+
 }  // namespace
 }  // namespace phasealloc

@@ -77,9 +77,9 @@ sim_device::sim_device(sim_config config)
             .has_partial_unmap = config.virtual_memory},
       next_address_(0) {
   PHASEALLOC_CHECK(config.granularity_bytes > 0, "sim_config::granularity_bytes must be positive");
-  PHASEALLOC_CHECK(config.granularity_bytes <= sim_address_base, "sim_config::granularity_bytes {} is absurd",
+  PHASEALLOC_CHECK(config.granularity_bytes <= config.address_base, "sim_config::granularity_bytes {} is absurd",
                    config.granularity_bytes);
-  next_address_ = round_up(sim_address_base, config.granularity_bytes);
+  next_address_ = round_up(config.address_base, config.granularity_bytes);
 }
 
 // --- helpers (mutex_ held) ----------------------------------------------------------------------

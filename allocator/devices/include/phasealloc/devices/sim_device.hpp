@@ -59,6 +59,9 @@ struct sim_config {
   std::size_t granularity_bytes = 2 * mib; ///< Unit of reserve/map/unmap sizes and addresses (> 0).
   bool virtual_memory = false;             ///< false: cudaMalloc-like; true: cuMem VMM-like.
   bool events_complete_immediately = true; ///< false: events stay incomplete until completed by hand.
+  /// First address handed out (rounded up to the granularity). Give each sim of a process its own
+  /// base (e.g. sim_address_base + ordinal * 2^44) so that their fake addresses never overlap.
+  device_address address_base = sim_address_base;
   sim_cost cost{};
 };
 
