@@ -57,7 +57,7 @@ build() {
 demo() {
   build
   log "main job: replay of the bundled RLHF PPO trace"
-  "$build_dir/tools/phasealloc" replay tools/data/ppo-125m.patrace \
+  "$build_dir/tools/cli/phasealloc" replay tools/data/ppo-125m.patrace \
     --policy pytorch --policy pytorch:expandable_segments:True --policy phasealloc \
     --capacity 80GiB --html "$build_dir/ppo-125m-report.html"
   log "report written to $build_dir/ppo-125m-report.html"
