@@ -83,4 +83,18 @@ tensor attention(graph& g, const layer_env& env, tensor q, tensor k, tensor v) {
   return contiguous;
 }
 
+tensor attention_residual(graph& g, const layer_env& env, tensor x, tensor q, tensor k, tensor v) {
+  tensor attn = attention(g, env, std::move(q), std::move(k), std::move(v));
+  tensor projected = linear(g, attn, env.tokens(), env.params->o);
+  g.drop(attn);
+  tensor h = add(g, x, projected);
+  g.drop(x);
+  g.drop(projected);
+  return h;
+}
+
+alloc_tag kv_projection_tag(const layer_env& env) noexcept {
+  return env.cache != nullptr && env.cache->k.id == 0 ? alloc_tag::kv_cache : alloc_tag::activation;
+}
+
 }  // namespace phasealloc::detail::synth

@@ -29,9 +29,7 @@ tensor llama_layer(graph& g, const layer_env& env, tensor x) {
   const layer_params& p = *env.params;
   const std::size_t tokens = env.tokens();
   const std::size_t act = x.elem_bytes;
-  // Prefill writes the projections straight into the cache: they are KV allocations from birth.
-  const alloc_tag kv_tag =
-      env.cache != nullptr && env.cache->k.id == 0 ? alloc_tag::kv_cache : alloc_tag::activation;
+  const alloc_tag kv_tag = kv_projection_tag(env);
 
   tensor normed = rms_norm(g, x, tokens, d.hidden, p.attn_norm);
   tensor q = linear(g, normed, tokens, p.q);
@@ -40,12 +38,7 @@ tensor llama_layer(graph& g, const layer_env& env, tensor x) {
   g.drop(normed);
   q = rotate(g, env, std::move(q), alloc_tag::activation);
   k = rotate(g, env, std::move(k), kv_tag);
-  tensor attn = attention(g, env, std::move(q), std::move(k), std::move(v));
-  tensor projected = linear(g, attn, tokens, p.o);
-  g.drop(attn);
-  tensor h = add(g, x, projected);
-  g.drop(x);
-  g.drop(projected);
+  tensor h = attention_residual(g, env, std::move(x), std::move(q), std::move(k), std::move(v));
 
   tensor normed2 = rms_norm(g, h, tokens, d.hidden, p.mlp_norm);
   tensor gate = linear(g, normed2, tokens, p.gate);

@@ -9,20 +9,14 @@ tensor opt_layer(graph& g, const layer_env& env, tensor x) {
   const model_desc& d = *env.desc;
   const layer_params& p = *env.params;
   const std::size_t tokens = env.tokens();
-  const alloc_tag kv_tag =
-      env.cache != nullptr && env.cache->k.id == 0 ? alloc_tag::kv_cache : alloc_tag::activation;
+  const alloc_tag kv_tag = kv_projection_tag(env);
 
   tensor normed = layer_norm(g, x, tokens, d.hidden, p.attn_norm);
   tensor q = linear(g, normed, tokens, p.q);
   tensor k = linear(g, normed, tokens, p.k, kv_tag);
   tensor v = linear(g, normed, tokens, p.v, kv_tag);
   g.drop(normed);
-  tensor attn = attention(g, env, std::move(q), std::move(k), std::move(v));
-  tensor projected = linear(g, attn, tokens, p.o);
-  g.drop(attn);
-  tensor h = add(g, x, projected);
-  g.drop(x);
-  g.drop(projected);
+  tensor h = attention_residual(g, env, std::move(x), std::move(q), std::move(k), std::move(v));
 
   tensor normed2 = layer_norm(g, h, tokens, d.hidden, p.mlp_norm);
   tensor fc1 = linear(g, normed2, tokens, p.up);

@@ -58,6 +58,14 @@ tensor opt_layer(graph& g, const layer_env& env, tensor x);
 /// (batch, q_len, heads * head_dim) output; consumes q, k, v.
 tensor attention(graph& g, const layer_env& env, tensor q, tensor k, tensor v);
 
+/// The attention half of a pre-norm decoder layer after q, k, v: attention, output projection,
+/// residual add. Returns the new hidden states; consumes x, q, k, v.
+tensor attention_residual(graph& g, const layer_env& env, tensor x, tensor q, tensor k, tensor v);
+
+/// Tag of the k / v projections: prefill writes them straight into the cache, so they are KV
+/// allocations from birth; otherwise they are activations.
+alloc_tag kv_projection_tag(const layer_env& env) noexcept;
+
 /// LlamaRMSNorm: fp32 upcast, pow, mean, rsqrt, scale, downcast, weight.
 tensor rms_norm(graph& g, const tensor& x, std::size_t tokens, std::size_t hidden, const norm_params& p);
 /// nn.LayerNorm (one fused kernel; keeps mean and rstd for backward).
