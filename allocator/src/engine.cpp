@@ -214,7 +214,7 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
 
 block* engine_impl::try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded,
                                   std::size_t& grow_bytes) {
-  if (pool_traits_[pool].expandable) return grow_expandable(pool, request.stream, rounded, grow_bytes);
+  if (pool_traits_[pool].expandable) return grow_expandable(request, pool, rounded, grow_bytes);
   const std::size_t bytes = round_up(policy_.segment_bytes(pool, rounded), device_.caps().granularity_bytes);
   PHASEALLOC_CHECK(bytes >= rounded, "policy '{}' sized a segment of {} for a {}-byte block", policy_.spec(), bytes,
                    rounded);
@@ -281,7 +281,9 @@ segment* engine_impl::expandable_segment_for(pool_id pool, stream_id stream) {
   return raw;
 }
 
-block* engine_impl::grow_expandable(pool_id pool, stream_id stream, std::size_t rounded, std::size_t& grow_bytes) {
+block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded,
+                                    std::size_t& grow_bytes) {
+  const stream_id stream = request.stream;
   segment* seg = expandable_segment_for(pool, stream);
   if (seg == nullptr) return nullptr;
   const std::size_t page = pool_traits_[pool].page_bytes;
@@ -298,8 +300,9 @@ block* engine_impl::grow_expandable(pool_id pool, stream_id stream, std::size_t 
     if (need == 0) continue;  // cannot happen: f alone would have fitted in best_fit
     const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
     if (options_.limit_bytes != 0 && reserved + need > options_.limit_bytes) return nullptr;
-    // Map ahead up to the pool's growth step when there is room: one call now saves the next few.
-    std::size_t map_bytes = std::min(u->bytes, std::max(need, round_up(pool_traits_[pool].grow_bytes, page)));
+    // Map ahead as far as the policy asks when there is room: one call now saves the next few.
+    const std::size_t ahead = policy_.map_ahead_bytes(make_grow_context(request, pool, rounded, need));
+    std::size_t map_bytes = std::min(u->bytes, std::max(need, round_up(ahead, page)));
     if (options_.limit_bytes != 0 && reserved + map_bytes > options_.limit_bytes) map_bytes = need;
     errc mapped = device_.map(u->addr, map_bytes);
     count_device(&device_stats::num_device_map, &phase_stats::num_device_map);

@@ -64,7 +64,7 @@ class engine_impl {
   block* new_segment(pool_id pool, stream_id stream, std::size_t bytes);
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).
   segment* add_segment(device_address addr, std::size_t bytes, pool_id pool, stream_id stream, bool expandable);
-  block* grow_expandable(pool_id pool, stream_id stream, std::size_t rounded, std::size_t& grow_bytes);
+  block* grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
   segment* expandable_segment_for(pool_id pool, stream_id stream);
   block* take(block* b, pool_id pool, std::size_t rounded);
   block* split_front(block* b, std::size_t bytes);

@@ -15,6 +15,8 @@ constexpr pool_id small_pool = 0;
 constexpr pool_id large_pool = 1;
 constexpr pool_id pinned_pool = 2;
 constexpr std::size_t min_block_bytes = 512;
+/// Growing back toward a phase's learned need maps at most this many times the request at once.
+constexpr std::size_t map_ahead_requests = 16;
 
 /// "[a,b,c]" -> {"a","b","c"}; a bare value is a list of one.
 std::vector<std::string> split_list(std::string_view text) {
@@ -66,6 +68,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.page_bytes = *v;
   }
   if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
+  if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
   if (auto v = reader.get_string("pin_tags")) {
     for (const std::string& item : split_list(*v)) {
       std::uint32_t tag = 0;
@@ -98,6 +101,7 @@ std::string phasealloc_policy::spec() const {
   if (options_.reclaim_min_run_bytes != 128 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
+  if (!options_.map_ahead) s += ",map_ahead:false";
   if (!options_.pin_tags.empty()) s += fmt::format(",pin_tags:[{}]", fmt::join(options_.pin_tags, ","));
   if (!options_.pin_sizes.empty()) s += fmt::format(",pin_sizes:[{}]", fmt::join(options_.pin_sizes, ","));
   if (options_.memory_fraction != 1.0) s += fmt::format(",memory_fraction:{}", options_.memory_fraction);
@@ -149,6 +153,23 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
   return {page_release(after - high_water_bytes_, options_.reclaim_min_run_bytes)};
 }
 
+std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
+  std::size_t ahead = pools_[c.pool].grow_bytes;
+  if (!options_.map_ahead || c.pool == pinned_pool) return ahead;
+  // Growing back toward what this phase needed last time (after a transition release, typically):
+  // map it in a few large calls rather than one step at a time. Never past the run's high-water
+  // mark, so that mapping ahead cannot raise the peak; and at most a few times the request, so that
+  // a phase of small growing blocks (KV caches regrown by torch.cat) still grows by small steps,
+  // which keeps its freed blocks next to the free top where they merge into the next growth.
+  if (const auto it = learned_.find(phase_); it != learned_.end()) {
+    const std::size_t target = std::min(it->second.bytes(), high_water_bytes_);
+    if (target > c.reserved_bytes) {
+      ahead = std::max(ahead, std::min(target - c.reserved_bytes, map_ahead_requests * c.rounded_bytes));
+    }
+  }
+  return ahead;
+}
+
 release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
   release_step everything = page_release(SIZE_MAX, 1);
   everything.synchronize = true;
@@ -158,7 +179,10 @@ release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
 }
 
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
-  learned_[std::string(c.from_name)] = c.interval_peak_allocated_bytes;
+  learned_[std::string(c.from_name)] =
+      phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
+  entered_trimmed_ = false;
+  phase_ = c.to_name;
   std::size_t keep = c.allocated_bytes;
   switch (options_.release) {
     case transition_release::none:
@@ -169,15 +193,20 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       // No prediction yet (the first time this phase runs): keep the cache; it may well be used.
       const auto it = learned_.find(c.to_name);
       if (it == learned_.end()) return {};
-      keep = std::max(keep, it->second);
+      keep = std::max(keep, it->second.bytes());
       break;
     }
   }
-  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) return {};
-  release_step step = page_release(c.reserved_bytes - keep, options_.page_bytes);
-  // Adaptive keeps memory for the next phase: keep the large runs it can reuse, return small ones.
-  if (options_.release == transition_release::adaptive) step.order = release_order::smallest_first;
-  return {step};
+  // Within the threshold of the target, the phase starts as good as trimmed: what it reaches is
+  // its need from a trimmed start.
+  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) {
+    entered_trimmed_ = options_.release == transition_release::adaptive;
+    return {};
+  }
+  entered_trimmed_ = true;
+  // Largest runs first: the fewest unmap calls for the bytes, and the phase that starts grows back
+  // toward its need in one map (map_ahead_bytes) if the runs it kept do not fit its blocks.
+  return {page_release(c.reserved_bytes - keep, options_.page_bytes)};
 }
 
 }  // namespace phasealloc

@@ -123,6 +123,9 @@ class policy {
 
   /// Before the engine grows: what to release first. Default: nothing.
   virtual release_plan before_grow(const grow_context& /*context*/) { return {}; }
+  /// Expandable pools: how much to map when growing (at least what the request lacks is mapped).
+  /// Default: the pool's grow_bytes.
+  virtual std::size_t map_ahead_bytes(const grow_context& context) const { return pools()[context.pool].grow_bytes; }
   /// After the device refused to grow: the steps to try, each followed by one retry.
   virtual release_plan on_oom(const grow_context& context) = 0;
   /// At a phase transition: what to release. Default: nothing.

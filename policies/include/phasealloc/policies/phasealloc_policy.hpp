@@ -5,7 +5,8 @@
 //       unmaps every free page (what hand-placed empty_cache() does, page-granular); `adaptive`
 //       keeps what the phase that starts needed at its peak the last time it ran, and releases
 //       the rest, so the next phase does not pay to grow back. A phase seen for the first time has
-//       no prediction: its cache is kept.
+//       no prediction: its cache is kept. What a phase needs is its allocated peak, or, once it has
+//       run from a trimmed cache, the reserved peak it reached then (its own fragmentation).
 //   release_threshold:BYTES [1GiB]  Skip a transition release smaller than this (saves calls).
 //   reclaim:BOOL [true]  Before growing past the highest reserved level of the run so far (the
 //       peak that counts), first unmap free page runs (holes between live blocks), so growth
@@ -14,6 +15,9 @@
 //   page:BYTES [2MiB]  Mapping and unmapping unit of the pools (a multiple of the granularity).
 //   grow:BYTES [20MiB]  Map at least this much per growth of the large pools: fewer map calls, at
 //       most this much mapped ahead of need (PyTorch's expandable segments grow by 20 MiB pages).
+//   map_ahead:BOOL [true]  A phase that grows back toward what it needed last time (after a
+//       transition release) maps up to 16 times the request per call, up to that need and never
+//       past the run's high-water mark: regrowth costs a few calls, not one per `grow` step.
 //   pin_tags:[T,...] []  Allocation tags served by the pinned pool (e.g. offloaded parameter and
 //       optimizer chunks reloaded every iteration): its memory is never released at transitions,
 //       so every reload lands in the same slots without fragmenting the rest.
@@ -39,6 +43,7 @@
 //   pays growth calls when it needs more than last time.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +58,7 @@ namespace phasealloc {
 
 enum class transition_release { none, all, adaptive };
 
+
 struct phasealloc_policy_options {
   transition_release release = transition_release::adaptive;
   std::size_t release_threshold_bytes = gib;
@@ -60,6 +66,7 @@ struct phasealloc_policy_options {
   std::size_t reclaim_min_run_bytes = 128 * mib;
   std::size_t page_bytes = 2 * mib;
   std::size_t grow_bytes = 20 * mib;
+  bool map_ahead = true;
   std::vector<std::uint32_t> pin_tags;
   std::vector<std::size_t> pin_sizes;
   double memory_fraction = 1.0;
@@ -81,16 +88,29 @@ class phasealloc_policy final : public policy {
   release_plan before_grow(const grow_context& context) override;
   release_plan on_oom(const grow_context& context) override;
   release_plan on_transition(const transition_context& context) override;
+  std::size_t map_ahead_bytes(const grow_context& context) const override;
 
-  /// What the policy learned: peak allocated bytes of each phase's last interval.
-  const std::map<std::string, std::size_t, std::less<>>& learned_peaks() const noexcept { return learned_; }
+  /// What the policy learned of a phase from its last interval.
+  struct phase_need {
+    std::size_t peak_allocated_bytes = 0;
+    std::size_t peak_reserved_bytes = 0;
+    bool entered_trimmed = false;  ///< It started with its cache cut to the prediction (or below).
+    /// Bytes to keep for it: the reserved peak it reached from a trimmed start (its own
+    /// fragmentation included, so that it does not grow back), else its allocated peak.
+    std::size_t bytes() const noexcept {
+      return entered_trimmed ? std::max(peak_allocated_bytes, peak_reserved_bytes) : peak_allocated_bytes;
+    }
+  };
+  const std::map<std::string, phase_need, std::less<>>& learned_needs() const noexcept { return learned_; }
 
  private:
   release_step page_release(std::size_t target_bytes, std::size_t min_run_bytes) const;
 
   phasealloc_policy_options options_;
   std::vector<pool_traits> pools_;
-  std::map<std::string, std::size_t, std::less<>> learned_;
+  std::map<std::string, phase_need, std::less<>> learned_;
+  std::string phase_;              ///< The current phase (set at transitions).
+  bool entered_trimmed_ = false;  ///< The current interval started with its cache at the prediction.
   std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the run so far.
 };
 
