@@ -11,3 +11,5 @@ phasealloc_test(NAME size_classes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/size_
   DEPS phasealloc::policies LABELS "unit;policy")
 phasealloc_test(NAME phasealloc_policy_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/phasealloc_policy_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;policy")
+phasealloc_test(NAME host_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/host_pool_test.cpp
+  DEPS phasealloc::engine phasealloc::sim_device LABELS "unit;engine")
