@@ -12,6 +12,17 @@ policies=(-p pytorch -p pytorch:expandable_segments:True -p phasealloc -p phasea
 inputs=()
 for preset in ppo-125m ppo-1.3b ppo-1.3b-offload ppo-7b; do
   "$cli" replay "synth:$preset" "${policies[@]}" --json -q > "$out/$preset.json"
+  # Zhou et al.'s fix as a baseline: the same job with torch.cuda.empty_cache() at every phase
+  # boundary (the synthesizer emits the calls), on PyTorch's allocator.
+  "$cli" replay "synth:preset:$preset,empty_cache_at_phases:true" -p pytorch --json -q > "$out/$preset.empty_cache.json"
+  python3 - "$out/$preset.json" "$out/$preset.empty_cache.json" <<'PY'
+import json, sys
+doc, extra = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+row = extra["results"][0]
+row["policy"] = "pytorch + empty_cache() at phases"
+doc["results"].append(row)
+json.dump(doc, open(sys.argv[1], "w"))
+PY
   inputs+=("$out/$preset.json")
 done
 for snap in tests/data/snapshots/*.pickle; do
