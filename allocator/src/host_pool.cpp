@@ -66,6 +66,22 @@ void host_pool::collect_pending() {
   });
 }
 
+void* host_pool::wait_pending_fit(std::size_t rounded) {
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    buffer_info& info = buffers_.at(*it);
+    if (info.bytes < rounded || info.bytes - rounded > rounded / 8) continue;
+    if (events_->synchronize_event(info.event) != errc::ok) return nullptr;
+    ++stats_.num_waits;
+    void* p = *it;
+    spare_events_.push_back(info.event);
+    info.event = 0;
+    info.st = state::idle;
+    pending_.erase(it);
+    return p;
+  }
+  return nullptr;
+}
+
 bool host_pool::wait_oldest_pending() {
   if (pending_.empty()) return false;
   void* p = pending_.front();
@@ -129,6 +145,15 @@ result<host_buffer, host_pool_error> host_pool::acquire(std::size_t bytes) {
   // A miss: make room under the budget, idle buffers first (a copy in flight is worth waiting
   // for only when nothing idle is left), then allocate.
   const auto held = [&] { return static_cast<std::size_t>(stats_.allocated_bytes.current); };
+  if (held() + rounded > options_.budget_bytes && events_ != nullptr) {
+    // At the budget, a copy in flight into a buffer that fits is worth waiting for: it ends
+    // soon, while freeing and allocating costs a cudaHostAlloc and may evict a buffer the next
+    // request needs.
+    if (void* p = wait_pending_fit(rounded)) {
+      ++stats_.num_reuses;
+      return hand_out(p);
+    }
+  }
   while (held() + rounded > options_.budget_bytes) {
     if (free_oldest_idle()) continue;
     if (events_ != nullptr && wait_oldest_pending()) {

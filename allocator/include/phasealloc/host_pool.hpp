@@ -19,9 +19,10 @@
 // Approach: buffers are sized to the request rounded up to 4 KiB (under 2 MiB) or 2 MiB; acquire
 //   reuses the smallest idle buffer that fits with at most 1/8 waste, oldest-released first among
 //   equals; a release with a stream records an event there and the buffer turns idle when it
-//   completes. A miss that would exceed the budget first frees idle buffers (least recently
-//   released first), then waits for the oldest pending copy; when nothing is left to free the
-//   acquire fails with over_budget and the caller copies through pageable memory instead.
+//   completes. A miss that would exceed the budget first waits for a pending copy into a buffer
+//   that fits, else frees idle buffers (least recently released first), then waits for the
+//   oldest pending copy; when nothing is left to free the acquire fails with over_budget and the
+//   caller copies through pageable memory instead.
 // Limitations: a buffer serves one request at a time (no suballocation); the budget bounds what the
 //   pool locks, not what its caller locks elsewhere.
 #pragma once
@@ -104,6 +105,8 @@ class host_pool {
 
   void collect_pending();
   bool wait_oldest_pending();
+  /// Waits for the oldest pending buffer that fits `rounded` and returns it idle (nullptr: none).
+  void* wait_pending_fit(std::size_t rounded);
   bool free_oldest_idle();
   void free_buffer(void* ptr);
   void* find_idle(std::size_t rounded) const;
