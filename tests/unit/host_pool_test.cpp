@@ -80,6 +80,20 @@ TEST(HostPoolTest, AtTheBudgetAnAcquireWaitsForTheOldestCopy) {
   EXPECT_LE(s.allocated_bytes.peak, static_cast<std::int64_t>(32 * mib));
 }
 
+TEST(HostPoolTest, AtTheBudgetItWaitsForACopyIntoAFittingBufferRatherThanEvict) {
+  rig r(48 * mib);
+  const host_buffer wide = r.acquire(32 * mib);
+  const host_buffer narrow = r.acquire(16 * mib);
+  ASSERT_EQ(r.pool.release(wide.ptr, copy_stream, true), errc::ok);    // oldest, does not fit
+  ASSERT_EQ(r.pool.release(narrow.ptr, copy_stream, true), errc::ok);  // fits a 16 MiB request
+  const host_buffer again = r.acquire(16 * mib);
+  EXPECT_EQ(again.ptr, narrow.ptr);
+  const host_pool_stats s = r.pool.stats();
+  EXPECT_EQ(s.num_waits, 1);
+  EXPECT_EQ(s.num_host_alloc, 2);  // no eviction, no new buffer
+  EXPECT_EQ(s.num_host_free, 0);
+}
+
 TEST(HostPoolTest, OverBudgetWhenEveryBufferIsActiveNamesTheBudget) {
   rig r(32 * mib);
   const host_buffer a = r.acquire(16 * mib);
