@@ -17,6 +17,7 @@
 #include "phasealloc/devices/sim_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/basic_policy.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
 
 namespace phasealloc {
 namespace {
@@ -53,6 +54,7 @@ struct scenario_config {
   const char* name;
   bool virtual_memory;
   bool expandable;
+  const char* policy_spec = nullptr;  ///< A registry spec instead of basic_policy.
 };
 
 struct scenario_result {
@@ -69,7 +71,13 @@ void run_scenario(const scenario_config& config, std::uint64_t seed, std::size_t
   sim.virtual_memory = config.virtual_memory;
   sim.events_complete_immediately = false;
   sim_device device(sim);
-  basic_policy policy(basic_policy_options{.expandable_large = config.expandable});
+  std::unique_ptr<policy> owned;
+  if (config.policy_spec != nullptr) {
+    owned = make_policy(config.policy_spec).value();
+  } else {
+    owned = std::make_unique<basic_policy>(basic_policy_options{.expandable_large = config.expandable});
+  }
+  policy& policy = *owned;
   {
     engine e(device, policy, engine_options{.strict = true, .check_invariants = true});
     last_alloc_sink sink;
@@ -206,7 +214,11 @@ TEST_P(EngineScenarioTest, RandomSequencesKeepExactBooks) {
 INSTANTIATE_TEST_SUITE_P(Devices, EngineScenarioTest,
                          ::testing::Values(scenario_config{"whole_segments", false, false},
                                            scenario_config{"vmm_pages", true, false},
-                                           scenario_config{"vmm_expandable", true, true}),
+                                           scenario_config{"vmm_expandable", true, true},
+                                           // The default policy's transition release, reclaim and
+                                           // map-ahead regrowth, at scales the 256 MiB sim reaches.
+                                           scenario_config{"phasealloc_policy", true, true,
+                                                           "phasealloc:release_threshold:0,reclaim_min_run:2MiB"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
