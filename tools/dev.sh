@@ -70,7 +70,7 @@ test_all() {
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test sim_device_test
-                        sim_device_conformance_test)
+                        sim_device_conformance_test host_pool_test phasealloc_policy_test)
     log "address + undefined-behaviour sanitizers (engine tests)"
     configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug "-DPHASEALLOC_SANITIZE=address;undefined" \
       -DPHASEALLOC_BUILD_BENCH=OFF -- "${engine_tests[@]}"
