@@ -86,10 +86,14 @@ PHASEALLOC_API const char* phasealloc_current_phase(void);   /* "unphased" befor
 /* --- books ---------------------------------------------------------------------------------------- */
 
 /* JSON object: every torch.cuda.memory_stats() key of the device ("allocated_bytes.all.current",
- * ...), "phases": [{name, intervals, peak_allocated_bytes, ..., fragmentation}], and "phasealloc":
- * {device_index, engine, device, policy, current_phase, limit_bytes, capacity_bytes, ...}.
- * A device whose engine was never created answers zeros. device -1: {"devices": {"<index>": <that
- * object>, ...}} for every created engine. NULL on error. */
+ * ...), "phases": [{name, intervals, peak_allocated_bytes, ..., fragmentation}], "phasealloc":
+ * {device_index, engine, device, policy, current_phase, limit_bytes, capacity_bytes, ...}, and
+ * "host": the host buffer pool in torch.cuda.host_memory_stats()'s names ("allocations.current",
+ * "allocated_bytes.peak", "active_requests.*", "active_bytes.*", num_host_alloc, num_host_free)
+ * plus num_reuses, num_waits, num_over_budget and budget_bytes.
+ * A device whose engine (or host pool) was never created answers zeros (host: with the configured
+ * budget). device -1: {"devices": {"<index>": <that object>, ...}} for every created engine.
+ * NULL on error. */
 PHASEALLOC_API const char* phasealloc_stats_json(int device);
 PHASEALLOC_API int phasealloc_reset_peak_stats(int device);        /* -1: every device */
 PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every device */
@@ -110,6 +114,31 @@ PHASEALLOC_API const char* phasealloc_snapshot_json(int device);
 PHASEALLOC_API int phasealloc_trace_start(const char* path_pattern);
 /* Writes the files and stops. 0, or -1 (no trace running, or a file could not be written). */
 PHASEALLOC_API int phasealloc_trace_stop(void);
+
+/* --- host buffers for offload copies ------------------------------------------------------------------ */
+
+/* Page-locked host buffers (cudaHostAlloc; heap memory on device:sim) for copies between `device`
+ * and the host, from a per-device pool that keeps them for reuse under a byte budget (host_budget
+ * in the configuration, per GPU ordinal; 0 disables the pool). The pool is built at the first call
+ * for a device (with that device's engine, as a first malloc would). */
+
+/* A buffer of at least `size` bytes, or NULL with phasealloc_last_error() set: over budget (every
+ * buffer the budget allows is in use; the message names the request and the budget: copy through
+ * pageable memory instead), size 0 or larger than the budget, pool disabled, bad device, or the
+ * host refused to lock more. A refusal is not misuse: nothing is printed or counted. Never throws. */
+PHASEALLOC_API void* phasealloc_host_alloc(size_t size, int device);
+
+/* Hands a buffer back to `device`'s pool. A copy enqueued on `stream` (a cudaStream_t; NULL is the
+ * legacy default stream) before this call may still use it: the pool records an event there and
+ * hands the buffer out again only after it completes. Work on other streams is not waited for.
+ * 0, or -1 for an unknown pointer (including one from another device's pool) or a double free,
+ * reported as misuse like phasealloc_free's (stderr, counted, last error; strict:true aborts).
+ * NULL is a no-op (0). */
+PHASEALLOC_API int phasealloc_host_free(void* ptr, int device, void* stream);
+
+/* Frees the idle buffers of `device`'s pool (-1: every device); buffers in use or whose copies
+ * are still in flight stay. 0, or -1 for a bad device. */
+PHASEALLOC_API int phasealloc_host_trim(int device);
 
 /* --- errors ----------------------------------------------------------------------------------------- */
 

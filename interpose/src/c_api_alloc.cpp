@@ -16,10 +16,10 @@
 #include <fmt/format.h>
 
 #include "allocation_failure.hpp"
+#include "c_api_support.hpp"
 #include "engine_registry.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
-#include "phasealloc/check.hpp"
 #include "phasealloc_c_api.h"
 
 namespace phasealloc::interpose {
@@ -61,17 +61,6 @@ allocation allocate(ssize_t size, int device, void* stream) noexcept {
     out.failure = fmt::format("phasealloc_malloc({}) on device {} failed: unknown exception", size, device);
   }
   return out;
-}
-
-/// Misuse the interpose layer sees itself (no engine could report it): stderr, last error, count;
-/// abort under strict:true.
-void report_interpose_misuse(const std::string& message) noexcept {
-  engine_registry::instance().count_misuse();
-  const auto& config = process_config();
-  if (config && config.value().strict) {
-    detail::report_fatal("no misuse (strict mode)", __FILE__, __LINE__, message);
-  }
-  report_error(message);
 }
 
 }  // namespace

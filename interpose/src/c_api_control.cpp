@@ -1,12 +1,13 @@
 // The control API: configuration, phases, stats, snapshots, traces and errors.
 //
-// Every function catches everything; failures return -1 (or NULL) and set the last error.
-// Strings are returned from one thread-local buffer per function.
+// Every function catches everything; failures return -1 (or NULL) and set the last error
+// (c_api_support.hpp). Strings are returned from one thread-local buffer per function.
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "c_api_support.hpp"
 #include "engine_registry.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
@@ -16,61 +17,6 @@
 
 namespace phasealloc::interpose {
 namespace {
-
-/// Keeps `value` in `buffer` and returns its C string.
-const char* hold(std::string& buffer, std::string value) {
-  buffer = std::move(value);
-  return buffer.c_str();
-}
-
-/// Runs `body` (returning "" or an error message) as an int-returning C function.
-template <class F>
-int as_status(const char* what, F&& body) noexcept {
-  try {
-    const std::string error = body();
-    if (error.empty()) return 0;
-    set_last_error(fmt::format("{}: {}", what, error));
-  } catch (const std::exception& e) {
-    set_last_error(fmt::format("{}: {}", what, e.what()));
-  } catch (...) {
-    set_last_error(fmt::format("{}: unknown exception", what));
-  }
-  return -1;
-}
-
-/// Runs `body` (returning the string to hand out) as a const-char*-returning C function.
-template <class F>
-const char* as_string(const char* what, std::string& buffer, F&& body) noexcept {
-  try {
-    return hold(buffer, body());
-  } catch (const std::exception& e) {
-    set_last_error(fmt::format("{}: {}", what, e.what()));
-  } catch (...) {
-    set_last_error(fmt::format("{}: unknown exception", what));
-  }
-  return nullptr;
-}
-
-/// An error (thrown inside as_string / as_status bodies only, never across the boundary).
-struct api_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::string check_device(int device, bool allow_all) {
-  if (allow_all && device == -1) return {};
-  if (device < 0 || device >= engine_registry::max_devices) {
-    return fmt::format("device {} is out of range (0..{}{})", device, engine_registry::max_devices - 1,
-                       allow_all ? ", or -1 for all" : "");
-  }
-  return {};
-}
-
-std::vector<device_slot*> slots_for(int device) {
-  engine_registry& registry = engine_registry::instance();
-  if (device == -1) return registry.created();
-  if (device_slot* s = registry.existing(device)) return {s};
-  return {};
-}
 
 std::string nonempty_name(const char* name) {
   if (name == nullptr) throw api_error("phase name is NULL");

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/sim_host_memory.hpp"
 #if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
+#include "phasealloc/devices/cuda_host_memory.hpp"
 #include "phasealloc/devices/cuda_runtime_device.hpp"
 #include "phasealloc/devices/cuda_vmm_device.hpp"
 #endif
@@ -54,6 +56,17 @@ result<std::unique_ptr<device>, std::string> make_device(const interpose_config&
 #else
   return fmt::format("device:{} needs the CUDA devices, but this build of phasealloc has none (built without the "
                      "CUDA toolkit); use device:sim for tests and tools",
+                     to_string(config.device));
+#endif
+}
+
+result<std::unique_ptr<host_memory>, std::string> make_host_memory(const interpose_config& config) {
+  if (config.device == device_kind::sim) return std::unique_ptr<host_memory>(std::make_unique<sim_host_memory>());
+#if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
+  return std::unique_ptr<host_memory>(std::make_unique<cuda_host_memory>());
+#else
+  return fmt::format("device:{} needs cudaHostAlloc for its host buffers, but this build of phasealloc has no CUDA "
+                     "devices (built without the CUDA toolkit); use device:sim for tests and tools",
                      to_string(config.device));
 #endif
 }

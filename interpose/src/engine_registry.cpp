@@ -68,10 +68,16 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
     failure = pol.error();
     return failure;
   }
+  auto host_memory = make_host_memory(config);
+  if (!host_memory) {
+    failure = host_memory.error();
+    return failure;
+  }
   engine_options options;
   options.strict = config.strict;
   options.check_invariants = config.check_invariants;
-  auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options);
+  auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options,
+                            std::move(host_memory).value(), config.host_budget_bytes);
   if (bottom_phase_ != "unphased") s->eng->set_phase(bottom_phase_);
   for (const std::string& name : phase_stack_) s->eng->begin_phase(name);
   if (!trace_pattern_.empty()) attach_trace(*s, trace_pattern_, format_interpose_config(config));

@@ -8,10 +8,11 @@
 //   including engines created after it.
 // Approach: a fixed array of atomic slot pointers, read lock-free on the allocation path. The
 //   first use of an ordinal takes the registry mutex, checks again, builds device + policy +
-//   engine (a once-style guard: a failure is remembered and answered again, never retried), replays
-//   the current phase stack onto the new engine, attaches the running trace, and publishes the
-//   slot. Phase transitions and trace start/stop take the same mutex, so a new engine never misses
-//   one. Lock order: registry, then an engine (never the reverse).
+//   engine + the host memory of its offload pool (a once-style guard: a failure is remembered and
+//   answered again, never retried; the pool itself waits for its first use, host_pool_slot.hpp),
+//   replays the current phase stack onto the new engine, attaches the running trace, and
+//   publishes the slot. Phase transitions and trace start/stop take the same mutex, so a new
+//   engine never misses one. Lock order: registry, then an engine (never the reverse).
 //   Slots are never destroyed: tensors may be freed during interpreter teardown, after any static
 //   destructor would have run (PyTorch leaks its allocator for the same reason).
 // Limitations: ordinals 0..max_devices-1.

@@ -94,6 +94,7 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
   }
   if (auto v = reader.get_bool("sim_virtual_memory")) c.sim_virtual_memory = *v;
   if (auto v = reader.get_bytes("vmm_page")) c.vmm_page_bytes = *v;
+  if (auto v = reader.get_bytes("host_budget")) c.host_budget_bytes = *v;
   if (auto error = reader.finish()) return *error;
 
   if (c.policy_spec.empty()) c.policy_spec = default_policy_spec();
@@ -105,9 +106,10 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
 
 std::string format_interpose_config(const interpose_config& c) {
   std::string out = fmt::format(
-      "device:{},policy:{},strict:{},check_invariants:{},sim_capacity:{},sim_virtual_memory:{},vmm_page:{}",
+      "device:{},policy:{},strict:{},check_invariants:{},sim_capacity:{},sim_virtual_memory:{},vmm_page:{},"
+      "host_budget:{}",
       to_string(c.device), bracket_if_needed(c.effective_policy_spec), c.strict, c.check_invariants,
-      c.sim_capacity_bytes, c.sim_virtual_memory, c.vmm_page_bytes);
+      c.sim_capacity_bytes, c.sim_virtual_memory, c.vmm_page_bytes, c.host_budget_bytes);
   if (!c.trace_pattern.empty()) out += ",trace:" + bracket_if_needed(c.trace_pattern);
   return out;
 }

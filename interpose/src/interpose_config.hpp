@@ -40,6 +40,8 @@ struct interpose_config {
   std::size_t sim_capacity_bytes = 80 * gib;
   bool sim_virtual_memory = true;     ///< The sim behaves like cuda_vmm (true) or cudaMalloc (false).
   std::size_t vmm_page_bytes = 0;     ///< cuda_vmm page size (0: the driver's granularity).
+  /// Most page-locked bytes each GPU ordinal's host buffer pool holds (0: no pool).
+  std::size_t host_budget_bytes = 2 * gib;
   std::string source;                 ///< Where the text came from, for messages.
 };
 

@@ -1,6 +1,32 @@
 #include "stats_json.hpp"
 
+#include <string_view>
+
+#include "interpose_config.hpp"
+
 namespace phasealloc::interpose {
+
+nlohmann::json host_pool_to_json(const host_pool_stats& s) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto put = [&](std::string_view name, const stat& value) {
+    const std::string prefix(name);
+    out[prefix + ".current"] = value.current;
+    out[prefix + ".peak"] = value.peak;
+    out[prefix + ".allocated"] = value.allocated;
+    out[prefix + ".freed"] = value.freed;
+  };
+  put("allocations", s.allocations);
+  put("allocated_bytes", s.allocated_bytes);
+  put("active_requests", s.active_requests);
+  put("active_bytes", s.active_bytes);
+  out["num_host_alloc"] = s.num_host_alloc;
+  out["num_host_free"] = s.num_host_free;
+  out["num_reuses"] = s.num_reuses;
+  out["num_waits"] = s.num_waits;
+  out["num_over_budget"] = s.num_over_budget;
+  out["budget_bytes"] = s.budget_bytes;
+  return out;
+}
 
 nlohmann::json phase_to_json(const phase_stats& p) {
   return {
@@ -51,6 +77,12 @@ nlohmann::json stats_to_json(const device_slot* slot, int ordinal, std::int64_t 
   }
   out["phases"] = std::move(phases);
   out["phasealloc"] = std::move(info);
+  if (slot != nullptr) {
+    out["host"] = host_pool_to_json(slot->host.stats());
+  } else {
+    const auto& config = process_config();
+    out["host"] = host_pool_to_json(empty_host_pool_stats(config ? config.value().host_budget_bytes : 0));
+  }
   return out;
 }
 

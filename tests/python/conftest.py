@@ -37,6 +37,10 @@ DEVICES = {
     "record_stream_other": 7,
     "trace": 8,
     "threads": 9,
+    "host": 10,
+    "host_other": 11,
+    "host_trim": 12,
+    "host_package": 13,
 }
 
 os.environ["PHASEALLOC_CONF"] = MAIN_CONF

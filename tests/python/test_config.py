@@ -26,7 +26,7 @@ def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
     assert config == "NULL"
     assert "unknown key 'colour'" in error
     for key in ("device", "policy", "strict", "trace", "sim_capacity", "sim_virtual_memory", "vmm_page",
-                "check_invariants"):
+                "check_invariants", "host_budget"):
         assert key in error
 
 
@@ -34,6 +34,8 @@ def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
     ("device:tpu", ["'device'", "cuda_vmm", "cuda_runtime", "sim"]),
     ("device:sim,strict:maybe", ["'strict'", "boolean"]),
     ("device:sim,sim_capacity:lots", ["'sim_capacity'", "byte size"]),
+    ("device:sim,host_budget:lots", ["'host_budget'", "byte size", "\"lots\""]),
+    ("device:sim,host_budget:-1GiB", ["'host_budget'", "byte size"]),
     ("device:sim,policy:nope", ["'policy'", "unknown policy 'nope'", "basic"]),
     ("device:sim,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
     ("device:sim,device:sim", ["given twice"]),

@@ -14,6 +14,7 @@ makes it torch's CUDA allocator through torch.cuda.memory.CUDAPluggableAllocator
 change_current_allocator, routes empty_cache / set_per_process_memory_fraction / record_stream to
 it, answers torch.cuda's memory statistics and snapshots from its books, and detects phases.
 Configuration: PHASEALLOC_CONF (see interpose/README.md), or enable(conf=...).
+Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.offload).
 
 This module imports nothing heavy: the start-up hook imports it in every Python process.
 """
@@ -23,10 +24,12 @@ import warnings
 
 from ._library import PhaseallocError, library_path, load
 from ._phases import current_phase, phase, set_phase
+from .offload import chunk_offloader, host_buffer, host_stats, trim_host
 
 __all__ = [
     "PhaseallocError", "enable", "is_enabled", "phase", "current_phase", "set_phase", "stats", "summary",
     "trace", "snapshot", "config", "library_path", "load", "empty_cache",
+    "host_buffer", "host_stats", "trim_host", "chunk_offloader",
 ]
 
 _allocator = None  # the CUDAPluggableAllocator, kept alive with the process
@@ -104,8 +107,9 @@ def enable(conf=None, detect_phases=True, library=None):
 
 def stats(device=None):
     """The library's books of one device: torch.cuda.memory_stats() keys, "phases" (per-phase peaks,
-    fragmentation, counts) and "phasealloc" (device, policy, limits). device=None: the current CUDA
-    device when torch is enabled, else 0; device=-1: {"devices": {index: stats}} for every engine."""
+    fragmentation, counts), "phasealloc" (device, policy, limits) and "host" (the host buffer pool,
+    see host_stats). device=None: the current CUDA device when torch is enabled, else 0; device=-1:
+    {"devices": {index: stats}} for every engine."""
     from . import _library
 
     lib = load()

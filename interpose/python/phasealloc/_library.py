@@ -33,8 +33,8 @@ def library_path():
 
 
 def _declare(lib):
-    c_int, c_double, c_void_p, c_char_p, c_ssize_t = (
-        ctypes.c_int, ctypes.c_double, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ssize_t)
+    c_int, c_double, c_void_p, c_char_p, c_ssize_t, c_size_t = (
+        ctypes.c_int, ctypes.c_double, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ssize_t, ctypes.c_size_t)
     prototypes = {
         # phasealloc_malloc is left out on purpose: it throws C++ exceptions on failure, which
         # ctypes cannot catch. Python code allocates through phasealloc_try_malloc.
@@ -56,6 +56,9 @@ def _declare(lib):
         "phasealloc_snapshot_json": (c_char_p, [c_int]),
         "phasealloc_trace_start": (c_int, [c_char_p]),
         "phasealloc_trace_stop": (c_int, []),
+        "phasealloc_host_alloc": (c_void_p, [c_size_t, c_int]),
+        "phasealloc_host_free": (c_int, [c_void_p, c_int, c_void_p]),
+        "phasealloc_host_trim": (c_int, [c_int]),
         "phasealloc_last_error": (c_char_p, []),
         "phasealloc_clear_last_error": (None, []),
     }

@@ -71,7 +71,7 @@ def raw_stats(device=None):
 
 def _torch_flat(raw):
     """Only torch's keys, with the ones torch has and the engine does not filled in."""
-    flat = {k: v for k, v in raw.items() if k not in ("phases", "phasealloc")}
+    flat = {k: v for k, v in raw.items() if k not in ("phases", "phasealloc", "host")}
     for name in ("oversize_allocations", "oversize_segments"):
         current = flat.pop(name + ".current", 0)
         flat.setdefault(name + ".current", current)
