@@ -237,3 +237,23 @@ host_pool_stats host_pool::stats() const {
 }
 
 }  // namespace phasealloc
+
+namespace phasealloc {
+
+void host_pool::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  for (stat* s : {&stats_.allocations, &stats_.allocated_bytes, &stats_.active_requests, &stats_.active_bytes}) {
+    s->reset_peak();
+  }
+}
+
+void host_pool::reset_accumulated_stats() {
+  std::lock_guard lock(mutex_);
+  for (stat* s : {&stats_.allocations, &stats_.allocated_bytes, &stats_.active_requests, &stats_.active_bytes}) {
+    s->reset_accumulated();
+  }
+  stats_.num_host_alloc = stats_.num_host_free = 0;
+  stats_.num_reuses = stats_.num_waits = stats_.num_over_budget = 0;
+}
+
+}  // namespace phasealloc

@@ -79,7 +79,10 @@ PHASEALLOC_API int phasealloc_reset_peak_stats(int device) {
   return as_status("phasealloc_reset_peak_stats", [&] {
     std::string bad = check_device(device, true);
     if (bad.empty()) {
-      for (device_slot* s : slots_for(device)) s->eng->reset_peak_stats();
+      for (device_slot* s : slots_for(device)) {
+        s->eng->reset_peak_stats();
+        if (host_pool* pool = s->host.existing()) pool->reset_peak_stats();
+      }
     }
     return bad;
   });
@@ -89,7 +92,10 @@ PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device) {
   return as_status("phasealloc_reset_accumulated_stats", [&] {
     std::string bad = check_device(device, true);
     if (bad.empty()) {
-      for (device_slot* s : slots_for(device)) s->eng->reset_accumulated_stats();
+      for (device_slot* s : slots_for(device)) {
+        s->eng->reset_accumulated_stats();
+        if (host_pool* pool = s->host.existing()) pool->reset_accumulated_stats();
+      }
     }
     return bad;
   });

@@ -141,6 +141,8 @@ def test_trim_frees_idle_buffers_and_keeps_active_ones(lib):
     assert host["allocated_bytes.current"] == 0 and host["allocations.current"] == 0
     assert host["num_host_free"] == 3
     assert host["allocated_bytes.peak"] == held
+    assert lib.phasealloc_reset_peak_stats(device) == 0  # torch.cuda.reset_peak_memory_stats
+    assert host_of(lib, device)["allocated_bytes.peak"] == 0
     assert lib.phasealloc_host_trim(-7) == -1
     assert "out of range" in last_error(lib)
     assert lib.phasealloc_host_trim(45) == 0  # no engine there: nothing to free

@@ -177,6 +177,23 @@ TEST(HostPoolTest, TrimFreesIdleBuffersOldestFirstAndKeepsPendingOnes) {
   EXPECT_EQ(r.host.allocated_bytes(), 0u);
 }
 
+TEST(HostPoolTest, ResetsPeaksAndAccumulatedCounts) {
+  rig r(gib);
+  const host_buffer a = r.acquire(8 * mib);
+  const host_buffer b = r.acquire(8 * mib);
+  ASSERT_EQ(r.pool.release(a.ptr), errc::ok);
+  r.pool.reset_peak_stats();
+  host_pool_stats s = r.pool.stats();
+  EXPECT_EQ(s.active_bytes.peak, static_cast<std::int64_t>(8 * mib));  // was 16 MiB
+  EXPECT_EQ(s.num_host_alloc, 2);
+  r.pool.reset_accumulated_stats();
+  s = r.pool.stats();
+  EXPECT_EQ(s.num_host_alloc, 0);
+  EXPECT_EQ(s.allocated_bytes.allocated, 0);
+  EXPECT_EQ(s.allocated_bytes.current, static_cast<std::int64_t>(16 * mib));  // the books stay
+  ASSERT_EQ(r.pool.release(b.ptr), errc::ok);
+}
+
 TEST(HostPoolTest, DestructionWaitsForCopiesAndFreesEverything) {
   sim_host_memory host;
   sim_device gpu(sim_config{.events_complete_immediately = false});

@@ -93,6 +93,10 @@ class host_pool {
   /// `keep_bytes`; returns the bytes freed. Pending buffers are kept.
   std::size_t trim(std::size_t keep_bytes = 0);
   host_pool_stats stats() const;
+  /// Peaks to current (torch.cuda.reset_peak_host_memory_stats); the counts stay.
+  void reset_peak_stats();
+  /// allocated/freed sums and the event counters to zero.
+  void reset_accumulated_stats();
 
  private:
   enum class state : std::uint8_t { active, pending, idle };
