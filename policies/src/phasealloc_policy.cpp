@@ -197,13 +197,10 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       break;
     }
   }
-  // Within the threshold of the target, the phase starts as good as trimmed: what it reaches is
-  // its need from a trimmed start.
-  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) {
-    entered_trimmed_ = options_.release == transition_release::adaptive;
-    return {};
-  }
+  // The phase starts trimmed: released to the target, or already within the threshold of it, so
+  // the reserved peak it reaches is its need from a trimmed start.
   entered_trimmed_ = true;
+  if (c.reserved_bytes <= keep || c.reserved_bytes - keep < options_.release_threshold_bytes) return {};
   // Largest runs first: the fewest unmap calls for the bytes, and the phase that starts grows back
   // toward its need in one map (map_ahead_bytes) if the runs it kept do not fit its blocks.
   return {page_release(c.reserved_bytes - keep, options_.page_bytes)};

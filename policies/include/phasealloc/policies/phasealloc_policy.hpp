@@ -58,7 +58,6 @@ namespace phasealloc {
 
 enum class transition_release { none, all, adaptive };
 
-
 struct phasealloc_policy_options {
   transition_release release = transition_release::adaptive;
   std::size_t release_threshold_bytes = gib;
