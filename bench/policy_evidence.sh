@@ -8,7 +8,8 @@ cd "$root"
 cli=${PHASEALLOC_CLI:-build/tools/cli/phasealloc}
 [ -x "$cli" ] || { cmake -S . -B build -G Ninja >/dev/null && ninja -C build phasealloc; }
 out=$(mktemp -d)
-policies=(-p pytorch -p pytorch:expandable_segments:True -p phasealloc -p phasealloc:release:all -p phasealloc:release:none)
+policies=(-p pytorch -p pytorch:expandable_segments:True -p phasealloc -p phasealloc:release:all -p phasealloc:release:none
+          -p phasealloc:phase_pools:true -p phasealloc:release:all,phase_pools:true)
 inputs=()
 for preset in ppo-125m ppo-1.3b ppo-1.3b-offload ppo-7b; do
   "$cli" replay "synth:$preset" "${policies[@]}" --json -q > "$out/$preset.json"

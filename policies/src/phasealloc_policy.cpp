@@ -14,6 +14,7 @@ namespace {
 constexpr pool_id small_pool = 0;
 constexpr pool_id large_pool = 1;
 constexpr pool_id pinned_pool = 2;
+constexpr pool_id rollout_pool = 3;
 constexpr std::size_t min_block_bytes = 512;
 /// Growing back toward a phase's learned need maps at most this many times the request at once.
 constexpr std::size_t map_ahead_requests = 16;
@@ -47,6 +48,7 @@ phasealloc_policy::phasealloc_policy(phasealloc_policy_options options) : option
   pools_.push_back(pool_traits{"small", true, true, size_classes[0].page_bytes, false});
   pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false, options_.grow_bytes});
   pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true, 0});
+  pools_.push_back(pool_traits{"rollout", false, true, options_.page_bytes, false, options_.grow_bytes});
 }
 
 result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::string_view conf) {
@@ -69,6 +71,12 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
   }
   if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
+  if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
+  if (auto v = reader.get_string("rollout_phases")) {
+    o.rollout_phases.clear();
+    for (std::string& item : split_list(*v)) o.rollout_phases.push_back(std::move(item));
+    if (o.rollout_phases.empty()) reader.fail("rollout_phases", "names no phase");
+  }
   if (auto v = reader.get_string("pin_tags")) {
     for (const std::string& item : split_list(*v)) {
       std::uint32_t tag = 0;
@@ -102,6 +110,12 @@ std::string phasealloc_policy::spec() const {
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
+  if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
+    s += fmt::format(",phase_pools:{}", options_.phase_pools);
+  }
+  if (options_.rollout_phases != phasealloc_policy_options{}.rollout_phases) {
+    s += fmt::format(",rollout_phases:[{}]", fmt::join(options_.rollout_phases, ","));
+  }
   if (!options_.pin_tags.empty()) s += fmt::format(",pin_tags:[{}]", fmt::join(options_.pin_tags, ","));
   if (!options_.pin_sizes.empty()) s += fmt::format(",pin_sizes:[{}]", fmt::join(options_.pin_sizes, ","));
   if (options_.memory_fraction != 1.0) s += fmt::format(",memory_fraction:{}", options_.memory_fraction);
@@ -119,7 +133,8 @@ pool_id phasealloc_policy::pool_for(const alloc_request& request, std::size_t ro
       std::find(sizes.begin(), sizes.end(), request.requested_bytes) != sizes.end()) {
     return pinned_pool;
   }
-  return size_class_of(rounded_bytes) == 0 ? small_pool : large_pool;
+  if (size_class_of(rounded_bytes) == 0) return small_pool;
+  return in_rollout_ ? rollout_pool : large_pool;
 }
 
 std::size_t phasealloc_policy::segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept {
@@ -183,6 +198,8 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
   entered_trimmed_ = false;
   phase_ = c.to_name;
+  const auto& rollout = options_.rollout_phases;
+  in_rollout_ = options_.phase_pools && std::find(rollout.begin(), rollout.end(), phase_) != rollout.end();
   std::size_t keep = c.allocated_bytes;
   switch (options_.release) {
     case transition_release::none:

@@ -175,6 +175,38 @@ TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
   EXPECT_LT(calls(pinned), calls(unpinned));
 }
 
+TEST(PhaseallocPolicyTest, PhasePoolsKeepTrainingStateOutOfGenerationPages) {
+  // Generation's KV blocks (1.25 MiB, not page multiples) die in two waves; training allocates
+  // long-lived state of the same size in between. Shared pool: the state fills the first wave's
+  // holes, so every page holds a live block when the rest dies and nothing can be unmapped. Phase
+  // pools: the state gets pages of its own, and generation's pages empty out completely.
+  rig shared("phasealloc:release:all,release_threshold:0,reclaim:false");
+  rig split("phasealloc:release:all,release_threshold:0,reclaim:false,phase_pools:true");
+  constexpr std::size_t block = mib + mib / 4;
+  for (rig* r : {&shared, &split}) {
+    r->eng.set_phase("generation");
+    std::vector<device_address> kv;
+    for (int i = 0; i < 16; ++i) kv.push_back(r->alloc(block));
+    for (std::size_t i = 0; i < kv.size(); i += 2) r->free(kv[i]);
+    r->eng.set_phase("training");
+    std::vector<device_address> state;
+    for (int i = 0; i < 8; ++i) state.push_back(r->alloc(block));
+    for (std::size_t i = 1; i < kv.size(); i += 2) r->free(kv[i]);
+    r->eng.set_phase("optimizer");  // release:all returns every free page
+  }
+  const auto pool_of_segments = [](const rig& r, std::string_view pool) {
+    std::size_t mapped = 0;
+    for (const auto& s : r.eng.take_snapshot().segments) {
+      if (s.pool == pool) mapped += s.mapped_bytes;
+    }
+    return mapped;
+  };
+  EXPECT_EQ(pool_of_segments(split, "rollout"), 0u);  // generation's pages all went back
+  EXPECT_GT(pool_of_segments(split, "large"), 0u);    // the state lives in its own pages
+  EXPECT_LE(split.reserved(), round_up(8 * block, 2 * mib));
+  EXPECT_GE(shared.reserved(), 16 * block);  // interleaved: every KV page is pinned by state
+}
+
 TEST(PhaseallocPolicyTest, PinnedBySizeForUntaggedJobs) {
   rig r("phasealloc:release_threshold:0,pin_sizes:[96MiB]");
   const device_address a = r.alloc(96 * mib);

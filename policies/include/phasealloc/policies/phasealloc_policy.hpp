@@ -18,6 +18,13 @@
 //   map_ahead:BOOL [true]  A phase that grows back toward what it needed last time (after a
 //       transition release) maps up to 16 times the request per call, up to that need and never
 //       past the run's high-water mark: regrowth costs a few calls, not one per `grow` step.
+//   phase_pools:BOOL [false]  Large allocations made in a rollout phase get a pool of their own
+//       ("rollout"), so generation's short-lived blocks (KV caches, logits) never share pages with
+//       state allocated in training; at the end of the rollout its pages empty out whole. Off by
+//       default: page-granular release already returns most of what interleaving pins (on the
+//       presets it moves the peak by at most 0.1 GiB), and two pools cost remapping calls when
+//       memory moves between them (bench/README.md).
+//   rollout_phases:[NAME,...] [generation,inference]  Phases served by the rollout pool.
 //   pin_tags:[T,...] []  Allocation tags served by the pinned pool (e.g. offloaded parameter and
 //       optimizer chunks reloaded every iteration): its memory is never released at transitions,
 //       so every reload lands in the same slots without fragmenting the rest.
@@ -66,6 +73,8 @@ struct phasealloc_policy_options {
   std::size_t page_bytes = 2 * mib;
   std::size_t grow_bytes = 20 * mib;
   bool map_ahead = true;
+  bool phase_pools = false;
+  std::vector<std::string> rollout_phases{"generation", "inference"};
   std::vector<std::uint32_t> pin_tags;
   std::vector<std::size_t> pin_sizes;
   double memory_fraction = 1.0;
@@ -110,6 +119,7 @@ class phasealloc_policy final : public policy {
   std::map<std::string, phase_need, std::less<>> learned_;
   std::string phase_;              ///< The current phase (set at transitions).
   bool entered_trimmed_ = false;  ///< The current interval started with its cache at the prediction.
+  bool in_rollout_ = false;       ///< phase_pools and the current phase is a rollout phase.
   std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the run so far.
 };
 
