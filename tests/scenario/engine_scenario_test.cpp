@@ -218,7 +218,9 @@ INSTANTIATE_TEST_SUITE_P(Devices, EngineScenarioTest,
                                            // The default policy's transition release, reclaim and
                                            // map-ahead regrowth, at scales the 256 MiB sim reaches.
                                            scenario_config{"phasealloc_policy", true, true,
-                                                           "phasealloc:release_threshold:0,reclaim_min_run:2MiB"}),
+                                                           "phasealloc:release_threshold:0,reclaim_min_run:2MiB"},
+                                           scenario_config{"phasealloc_phase_pools", true, true,
+                                                           "phasealloc:release:all,release_threshold:0,phase_pools:true"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
