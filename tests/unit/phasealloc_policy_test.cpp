@@ -239,9 +239,18 @@ TEST(PhaseallocPolicyTest, ConfigErrorsNameTheKey) {
   EXPECT_THAT(make_policy("phasealloc:pin_tags:[7,x]").error(), HasSubstr("\"x\" is not a tag"));
   EXPECT_THAT(make_policy("phasealloc:releas:all").error(), HasSubstr("unknown key 'releas'"));
   EXPECT_THAT(make_policy("phasealloc:memory_fraction:1.5").error(), HasSubstr("memory_fraction"));
+  EXPECT_THAT(make_policy("phasealloc:map_ahead:maybe").error(), HasSubstr("'map_ahead'"));
+  EXPECT_THAT(make_policy("phasealloc:phase_pools:2").error(), HasSubstr("'phase_pools'"));
+  EXPECT_THAT(make_policy("phasealloc:rollout_phases:[]").error(), HasSubstr("rollout_phases"));
   auto ok = make_policy("phasealloc:release:all,pin_tags:[7,8],page:4MiB");
   ASSERT_TRUE(ok.has_value()) << ok.error();
   EXPECT_EQ(ok.value()->spec(), "phasealloc:release:all,page:4194304,pin_tags:[7,8]");
+  // The new keys print only when they differ from the defaults, and the spec reads back the same.
+  auto keys = make_policy("phasealloc:map_ahead:false,phase_pools:true,rollout_phases:[rollout,score]");
+  ASSERT_TRUE(keys.has_value()) << keys.error();
+  const std::string spec = keys.value()->spec();
+  EXPECT_EQ(spec, "phasealloc:release:adaptive,map_ahead:false,phase_pools:true,rollout_phases:[rollout,score]");
+  EXPECT_EQ(make_policy(spec).value()->spec(), spec);
 }
 
 }  // namespace
