@@ -6,6 +6,7 @@ namespace phasealloc::detail {
 
 void block_pool::insert(block* b) {
   b->free_since = lookups_;
+  b->free_epoch = epoch_;
   const bool inserted = blocks_.insert(b).second;
   PHASEALLOC_CHECK(inserted, "block {:#x} (+{}) inserted twice into its pool", b->addr, b->bytes);
   free_bytes_ += b->bytes;

@@ -40,12 +40,15 @@ class block_pool {
   std::size_t size() const noexcept { return blocks_.size(); }
   std::size_t free_bytes() const noexcept { return free_bytes_; }
   std::uint64_t lookups() const noexcept { return lookups_; }
+  /// Stamped on blocks as they are inserted (the engine's count of phase transitions).
+  void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
   const set_type& blocks() const noexcept { return blocks_; }
 
  private:
   set_type blocks_;
   std::size_t free_bytes_ = 0;
   std::uint64_t lookups_ = 0;
+  std::uint64_t epoch_ = 0;
 };
 
 template <class Accept>

@@ -149,7 +149,12 @@ std::size_t engine_impl::run_step(const release_step& step) {
       if (b->state != block_state::free || b->event_count != 0) continue;
       const std::size_t lo = round_up(b->addr - seg->addr, page);
       const std::size_t hi = (b->addr + b->bytes - seg->addr) / page * page;
-      if (hi > lo && hi - lo >= std::max<std::size_t>(step.min_run_bytes, 1)) runs.push_back({b, hi - lo});
+      if (hi <= lo) continue;
+      std::size_t min_run = std::max<std::size_t>(step.min_run_bytes, 1);
+      if (step.stale_min_run_bytes != 0 && b->free_epoch < phase_epoch_) {
+        min_run = std::min(min_run, step.stale_min_run_bytes);
+      }
+      if (hi - lo >= min_run) runs.push_back({b, hi - lo});
     }
   }
   if (!runs.empty() || !idle_segments.empty()) {

@@ -165,7 +165,9 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
   // Growing would set a new peak for the run: take the memory of holes back first, so the growth
   // reuses it. Only as much as keeps us at the high-water mark. Below the peak, growth is free:
   // it cannot raise what the job needs from the device.
-  return {page_release(after - high_water_bytes_, options_.reclaim_min_run_bytes)};
+  release_step step = page_release(after - high_water_bytes_, options_.reclaim_min_run_bytes);
+  step.stale_min_run_bytes = options_.page_bytes;
+  return {step};
 }
 
 std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {

@@ -90,6 +90,27 @@ TEST(PhaseallocPolicyTest, ReclaimUnmapsHolesBeforeGrowingPastTheHighWaterMark) 
   EXPECT_GT(on.eng.stats().num_device_unmap, 0);
 }
 
+TEST(PhaseallocPolicyTest, ReclaimTakesSmallHolesLeftByAnEarlierPhaseButNotThisPhasesOwn) {
+  // A 30 MiB hole is under reclaim_min_run (128 MiB). Left over by generation, it is dead weight
+  // for training and is reclaimed when training grows past the high-water mark; made by training
+  // itself, it is working set and stays mapped (unmapping it would churn).
+  rig stale("phasealloc:release:none");
+  rig fresh("phasealloc:release:none");
+  for (rig* r : {&stale, &fresh}) {
+    r->eng.set_phase(r == &stale ? "generation" : "training");
+    const device_address a = r->alloc(10 * mib);
+    const device_address hole = r->alloc(30 * mib);
+    const device_address c = r->alloc(10 * mib);
+    r->free(hole);
+    if (r == &stale) r->eng.set_phase("training");
+    const device_address big = r->alloc(40 * mib);  // fits no hole: grows past the high-water mark
+    for (auto p : {a, c, big}) r->free(p);
+  }
+  EXPECT_EQ(stale.peak_reserved(), 60 * mib);  // the hole's pages were reused
+  EXPECT_EQ(fresh.peak_reserved(), 90 * mib);  // the hole stayed beside the new 40 MiB
+  EXPECT_GT(stale.eng.stats().num_device_unmap, fresh.eng.stats().num_device_unmap);
+}
+
 TEST(PhaseallocPolicyTest, AdaptiveReleaseKeepsWhatTheNextPhaseNeededLastTime) {
   rig all("phasealloc:release:all,release_threshold:0,grow:2MiB");
   rig adaptive("phasealloc:release:adaptive,release_threshold:0,grow:2MiB");

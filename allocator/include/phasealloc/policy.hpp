@@ -61,6 +61,10 @@ struct release_step {
   std::size_t min_segment_bytes = 0;    ///< Only segments at least this large.
   std::size_t min_run_bytes = 0;        ///< free_pages: only free page runs at least this large
                                         ///< (bounds the number of unmap calls).
+  /// free_pages: runs of blocks free since before the current phase began (left over by an
+  /// earlier phase and not reused since: dead weight, not this phase's working set) qualify from
+  /// this size instead (0: no exception).
+  std::size_t stale_min_run_bytes = 0;
   std::size_t target_bytes = SIZE_MAX;  ///< Stop once this many bytes were released.
   release_order order = release_order::address;
   bool synchronize = false;             ///< First wait for pending cross-stream frees to complete.

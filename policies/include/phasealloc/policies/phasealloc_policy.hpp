@@ -11,7 +11,10 @@
 //   reclaim:BOOL [true]  Before growing past the highest reserved level of the run so far (the
 //       peak that counts), first unmap free page runs (holes between live blocks), so growth
 //       reuses their memory instead of adding to it: holes never block a large allocation.
-//   reclaim_min_run:BYTES [128MiB]  Holes smaller than this stay mapped (bounds unmap calls).
+//   reclaim_min_run:BYTES [128MiB]  Holes smaller than this stay mapped (bounds unmap calls),
+//       unless an earlier phase left them and the current phase has not reused them: those are
+//       dead weight, not working set, and go from one page up (no churn: the current phase's own
+//       holes are never taken at that size).
 //   page:BYTES [2MiB]  Mapping and unmapping unit of the pools (a multiple of the granularity).
 //   grow:BYTES [20MiB]  Map at least this much per growth of the large pools: fewer map calls, at
 //       most this much mapped ahead of need (PyTorch's expandable segments grow by 20 MiB pages).
