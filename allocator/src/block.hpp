@@ -32,7 +32,7 @@ struct block {
   int event_count = 0;              ///< Outstanding cross-stream events (pending_free).
   std::vector<stream_id> stream_uses;  ///< Other streams that used the block (record_stream).
   std::uint64_t free_since = 0;     ///< Pool lookup count when the block became free (for aging).
-  std::uint64_t free_epoch = 0;     ///< Phase epoch (transitions so far) when it became free.
+  std::uint64_t free_epoch = 0;     ///< Phase epoch (changes of phase so far) when it became free.
   std::uint32_t tag = 0;
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }

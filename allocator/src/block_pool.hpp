@@ -40,7 +40,7 @@ class block_pool {
   std::size_t size() const noexcept { return blocks_.size(); }
   std::size_t free_bytes() const noexcept { return free_bytes_; }
   std::uint64_t lookups() const noexcept { return lookups_; }
-  /// Stamped on blocks as they are inserted (the engine's count of phase transitions).
+  /// Stamped on blocks as they are inserted (the engine's count of changes of phase).
   void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
   const set_type& blocks() const noexcept { return blocks_; }
 

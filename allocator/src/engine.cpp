@@ -542,8 +542,10 @@ phase_id engine_impl::transition(std::string_view name, int kind) {
     case 1: phases_.pop(); break;
     default: phases_.replace(c.to); break;
   }
-  ++phase_epoch_;
-  for (block_pool& p : pools_) p.set_epoch(phase_epoch_);
+  if (c.to != c.from) {  // a new interval of the same phase leaves its holes its own
+    ++phase_epoch_;
+    for (block_pool& p : pools_) p.set_epoch(phase_epoch_);
+  }
   emit(trace_op::phase_begin, 0, 0, 0, 0, 0, c.to_name);
   after_operation();
   return c.to;

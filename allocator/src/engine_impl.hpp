@@ -55,7 +55,7 @@ class engine_impl {
   device_stats stats_;
   phase_book phases_;
   trace_sink* sink_ = nullptr;
-  /// Phase transitions so far: a free block with an older free_epoch was left over by an
+  /// Changes of phase so far: a free block with an older free_epoch was left over by an
   /// earlier phase (release_step::stale_min_run_bytes).
   std::uint64_t phase_epoch_ = 0;
   misuse_report last_misuse_;

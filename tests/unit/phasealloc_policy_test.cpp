@@ -102,7 +102,7 @@ TEST(PhaseallocPolicyTest, ReclaimTakesSmallHolesLeftByAnEarlierPhaseButNotThisP
     const device_address hole = r->alloc(30 * mib);
     const device_address c = r->alloc(10 * mib);
     r->free(hole);
-    if (r == &stale) r->eng.set_phase("training");
+    r->eng.set_phase("training");  // for `fresh`, a new interval of the same phase: still its own
     const device_address big = r->alloc(40 * mib);  // fits no hole: grows past the high-water mark
     for (auto p : {a, c, big}) r->free(p);
   }
