@@ -6,7 +6,9 @@
 // Approach: a step collects the idle segments that match its filters (no allocated or pending
 //   block), orders them, and releases until the target is met. A segment of an expandable pool,
 //   or any step asking for free_pages, gives back pages instead: every page wholly inside a free
-//   block is unmapped and the block is split around it; the reservation stays.
+//   block is unmapped and the block is split around it; the reservation stays. A page run
+//   qualifies from min_run_bytes, or from stale_min_run_bytes when its block has been free since
+//   before the current phase began (its free_epoch, stamped when it entered its pool, is older).
 //   Before the first unmap of a step the device is synchronised, because a free block's last
 //   kernels may still be in flight on its stream (cudaFree synchronises by itself; cuMemUnmap
 //   does not).
