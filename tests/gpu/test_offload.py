@@ -11,25 +11,12 @@ CUDA allocator), with its own host_budget; the test file runs itself as
 "SCENARIO OK" at the end. Scenarios run on device:cuda_vmm and device:cuda_runtime.
 """
 
-import glob
-import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
-MIB = 1 << 20
+from gpu_harness import DEVICES, MIB, child_main, run_scenario, scenarios, skip_reason
+
 CHUNK_BYTES = 4 * MIB
 CHUNKS = 6
-
-
-def find_library():
-    env = os.environ.get("PHASEALLOC_LIBRARY")
-    if env:
-        return os.path.abspath(env) if os.path.exists(env) else None
-    found = glob.glob(os.path.join(REPO, "build*", "interpose", "libphasealloc_torch.so"))
-    return max(found, key=os.path.getmtime) if found else None
 
 
 # --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
@@ -129,22 +116,13 @@ def scenario_host_buffer(torch, phasealloc):
     assert phasealloc.host_stats()["num_host_alloc"] == 1
 
 
-SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
+SCENARIOS = scenarios(globals())
 CONF = {
     "round_trip": "host_budget:%d" % (CHUNKS * CHUNK_BYTES),
     "over_budget_falls_back_to_pageable": "host_budget:%d" % (2 * CHUNK_BYTES),
     # One buffer: a request at the budget waits for the pending copy instead of allocating again.
     "host_buffer": "host_budget:%d" % CHUNK_BYTES,
 }
-DEVICES = ("cuda_vmm", "cuda_runtime")
-
-
-def child_main(name):
-    import torch
-    import phasealloc
-
-    SCENARIOS[name](torch, phasealloc)
-    print("SCENARIO OK")
 
 
 # --- pytest side ---------------------------------------------------------------------------------
@@ -155,34 +133,14 @@ except ImportError:  # the child does not need pytest
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    def _skip_reason():
-        try:
-            import torch
-        except ImportError:
-            return "torch is not installed"
-        if not torch.cuda.is_available():
-            return "no CUDA device (torch.cuda.is_available() is False)"
-        if find_library() is None:
-            return "libphasealloc_torch.so not found: build it and set PHASEALLOC_LIBRARY"
-        return None
-
-    _REASON = _skip_reason()
+    _REASON = skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
     def test_offload(scenario, device):
-        env = dict(os.environ)
-        env["PHASEALLOC_LIBRARY"] = find_library()
-        env["PHASEALLOC_CONF"] = "device:%s,%s" % (device, CONF[scenario])
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        out = subprocess.run([LAUNCHER, sys.executable, os.path.abspath(__file__), scenario], env=env,
-                             capture_output=True, text=True, timeout=600)
-        print(out.stdout)
-        print(out.stderr, file=sys.stderr)
-        assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (
-            "scenario %s on %s failed (exit %d):\n%s\n%s" % (scenario, device, out.returncode, out.stdout, out.stderr))
+        run_scenario(__file__, scenario, "device:%s,%s" % (device, CONF[scenario]))
 
 
 if __name__ == "__main__":
-    child_main(sys.argv[1])
+    child_main(SCENARIOS, sys.argv[1])

@@ -13,24 +13,12 @@ happens at `import torch`, the drop-in path users take): the test file runs itse
 "SCENARIO OK" at the end. Scenarios run on device:cuda_vmm and device:cuda_runtime.
 """
 
-import glob
 import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
-MIB = 1 << 20
-
-
-def find_library():
-    env = os.environ.get("PHASEALLOC_LIBRARY")
-    if env:
-        return os.path.abspath(env) if os.path.exists(env) else None
-    found = glob.glob(os.path.join(REPO, "build*", "interpose", "libphasealloc_torch.so"))
-    return max(found, key=os.path.getmtime) if found else None
-
+from gpu_harness import (DEVICES, LAUNCHER, MIB, child_main, find_library, run_scenario, scenarios,
+                         skip_reason)
 
 # --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
 
@@ -188,16 +176,7 @@ def scenario_limits(torch, phasealloc):
         raise AssertionError("graph capture did not raise")
 
 
-SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items() if name.startswith("scenario_")}
-DEVICES = ("cuda_vmm", "cuda_runtime")
-
-
-def child_main(name):
-    import torch
-    import phasealloc
-
-    SCENARIOS[name](torch, phasealloc)
-    print("SCENARIO OK")
+SCENARIOS = scenarios(globals())
 
 
 # --- pytest side ---------------------------------------------------------------------------------
@@ -208,33 +187,13 @@ except ImportError:  # the child does not need pytest
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    def _skip_reason():
-        try:
-            import torch
-        except ImportError:
-            return "torch is not installed"
-        if not torch.cuda.is_available():
-            return "no CUDA device (torch.cuda.is_available() is False)"
-        if find_library() is None:
-            return "libphasealloc_torch.so not found: build it and set PHASEALLOC_LIBRARY"
-        return None
-
-    _REASON = _skip_reason()
+    _REASON = skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
     def test_torch_swap(scenario, device):
-        env = dict(os.environ)
-        env["PHASEALLOC_LIBRARY"] = find_library()
-        env["PHASEALLOC_CONF"] = "device:%s" % device
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        out = subprocess.run([LAUNCHER, sys.executable, os.path.abspath(__file__), scenario], env=env,
-                             capture_output=True, text=True, timeout=600)
-        print(out.stdout)
-        print(out.stderr, file=sys.stderr)
-        assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (
-            "scenario %s on %s failed (exit %d):\n%s\n%s" % (scenario, device, out.returncode, out.stdout, out.stderr))
+        run_scenario(__file__, scenario, "device:%s" % device)
 
     def test_a_child_process_inherits_the_swap():
         env = dict(os.environ)
@@ -250,4 +209,4 @@ if pytest is not None and __name__ != "__main__":
 
 
 if __name__ == "__main__":
-    child_main(sys.argv[1])
+    child_main(SCENARIOS, sys.argv[1])

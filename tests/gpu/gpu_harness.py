@@ -1,0 +1,70 @@
+"""What the GPU tests share: finding the library, the skip reason, and running one scenario in a
+fresh process started through phasealloc-run (PHASEALLOC=1: the swap happens at `import torch`).
+
+A test file defines scenario_<name>(torch, phasealloc) functions, and ends with
+`if __name__ == "__main__": child_main(scenarios(globals()), sys.argv[1])`. Its pytest side calls
+run_scenario(__file__, name, conf), which runs the file as `python <file> <name>` and asserts
+that the child printed "SCENARIO OK".
+"""
+
+import glob
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
+DEVICES = ("cuda_vmm", "cuda_runtime")
+MIB = 1 << 20
+
+
+def find_library():
+    env = os.environ.get("PHASEALLOC_LIBRARY")
+    if env:
+        return os.path.abspath(env) if os.path.exists(env) else None
+    found = glob.glob(os.path.join(REPO, "build*", "interpose", "libphasealloc_torch.so"))
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def skip_reason():
+    """Why the GPU tests cannot run here, or None."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
+    if find_library() is None:
+        return "libphasealloc_torch.so not found: build it and set PHASEALLOC_LIBRARY"
+    return None
+
+
+def scenarios(namespace):
+    """The scenario_<name> functions of a module's globals(), by name."""
+    return {name[len("scenario_"):]: fn for name, fn in namespace.items() if name.startswith("scenario_")}
+
+
+def child_main(table, name):
+    import torch
+    import phasealloc
+
+    table[name](torch, phasealloc)
+    print("SCENARIO OK")
+
+
+def child_env(conf):
+    env = dict(os.environ)
+    env["PHASEALLOC_LIBRARY"] = find_library()
+    env["PHASEALLOC_CONF"] = conf
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    return env
+
+
+def run_scenario(test_file, scenario, conf):
+    out = subprocess.run([LAUNCHER, sys.executable, os.path.abspath(test_file), scenario], env=child_env(conf),
+                         capture_output=True, text=True, timeout=600)
+    print(out.stdout)
+    print(out.stderr, file=sys.stderr)
+    assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (
+        "scenario %s (%s) failed (exit %d):\n%s\n%s" % (scenario, conf, out.returncode, out.stdout, out.stderr))
