@@ -1,5 +1,6 @@
 // The engine's private state and the helpers its files share (engine.cpp: allocate/free/phases;
-// engine_release.cpp: releasing cached memory; invariants.cpp: the checker).
+// engine_grow.cpp: growing; engine_release.cpp: releasing cached memory; invariants.cpp: the
+// checker).
 #pragma once
 
 #include <map>

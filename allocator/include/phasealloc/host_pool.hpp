@@ -24,7 +24,8 @@
 //   oldest pending copy; when nothing is left to free the acquire fails with over_budget and the
 //   caller copies through pageable memory instead.
 // Limitations: a buffer serves one request at a time (no suballocation); the budget bounds what the
-//   pool locks, not what its caller locks elsewhere.
+//   pool locks, not what its caller locks elsewhere. Lookups scan every buffer the pool holds,
+//   which the budget keeps to tens (offload chunks are megabytes); not for many small buffers.
 #pragma once
 
 #include <cstddef>
