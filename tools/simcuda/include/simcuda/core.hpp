@@ -1,0 +1,273 @@
+// simcuda core: the one simulated machine that every stand-in library (libcudart.so.13,
+// libcuda.so.1, libcublas.so.13, ...) shares. It lives in libsimcuda.so; the stand-ins are thin
+// translations of their API onto these calls.
+//
+// Glossary
+//   device        a simulated GPU: an ordinal, its properties (gpu_spec) and its memory.
+//   arena         the device's reserved virtual range (PROT_NONE, MAP_NORESERVE): every device
+//                 address of that GPU lies inside it, so a pointer names its device.
+//   physical      bytes of the device's "HBM": offsets in one memfd per device, counted against
+//                 the capacity. A page costs host RAM only once something writes it.
+//   allocation    a cudaMalloc range: physical bytes mapped read/write at an arena address.
+//   reservation   a cuMemAddressReserve range: arena addresses, no physical bytes until mapped.
+//   handle        a cuMemCreate physical allocation (a memfd offset run), mapped anywhere.
+//   mapped bytes  physical bytes currently held (allocations + handles); cudaMemGetInfo's free
+//                 is capacity - mapped bytes.
+//   stream/event  ordering objects. Work is executed at the call, so streams are trivially in
+//                 order; what is simulated is *when an event reports completion* (event_mode).
+//   tick          one API call that queues work; in deferred event mode an event completes
+//                 after `deferred_ticks` later ticks, or at any synchronize.
+//
+// Threading: every function here is thread-safe (one mutex per concern). Nothing here throws
+// across the C boundary: failures are status values, broken invariants abort with a message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace simcuda {
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: SIMCUDA_GPU="count:2,memory:80GiB,name:NVIDIA H100 80GB HBM3,cc:9.0,sms:132,
+//                             events:deferred:8,fill:0x00,strict:1"
+// ---------------------------------------------------------------------------------------------
+
+struct gpu_spec {
+  std::string name = "NVIDIA H100 80GB HBM3 (simcuda)";
+  int cc_major = 9;
+  int cc_minor = 0;
+  int sm_count = 132;
+  std::size_t memory_bytes = std::size_t{80} << 30;  ///< totalGlobalMem, cudaMemGetInfo's total
+  int clock_khz = 1980000;
+  int memory_clock_khz = 2619000;
+  int memory_bus_width_bits = 5120;
+  std::size_t l2_cache_bytes = std::size_t{50} << 20;
+  std::size_t shared_memory_per_block_bytes = 48 << 10;
+  std::size_t shared_memory_per_block_optin_bytes = 227 << 10;
+  std::size_t shared_memory_per_sm_bytes = 228 << 10;
+  int max_threads_per_block = 1024;
+  int max_threads_per_sm = 2048;
+  int warp_size = 32;
+  int regs_per_block = 65536;
+};
+
+enum class event_mode {
+  at_record,  ///< an event is complete as soon as it is recorded (work ran at the call)
+  deferred,   ///< complete after `deferred_ticks` later ticks on any stream, or at a synchronize
+  at_sync,    ///< complete only at an explicit synchronize (device, stream or event)
+};
+
+struct config {
+  int device_count = 1;
+  gpu_spec gpu;
+  event_mode events = event_mode::at_record;
+  std::uint64_t deferred_ticks = 8;
+  std::optional<std::uint8_t> fill_byte;  ///< written over new allocations (costs RAM) when set
+  bool strict = false;  ///< abort (after the message) when an unemulated function is called
+  bool quiet = false;   ///< no start-up banner
+};
+
+/// The configuration, parsed once from SIMCUDA_GPU on first use. A malformed value prints one
+/// line naming the key and the valid form, then exits the process with status 2: a job must not
+/// run on a GPU it did not ask for.
+const config& current_config();
+
+/// Parses a SIMCUDA_GPU string; on failure returns nullopt and sets `error`.
+std::optional<config> parse_config(const std::string& text, std::string& error);
+
+// ---------------------------------------------------------------------------------------------
+// Errors and counters
+// ---------------------------------------------------------------------------------------------
+
+/// Reports a call to a function the simulator does not emulate: one line on stderr
+/// ("simcuda: <library>: <function> is not emulated ..."), counted; aborts when strict.
+/// Returns `code` so a stub can `return simcuda::unemulated(...)`.
+int unemulated(const char* library, const char* function, int code) noexcept;
+
+/// Reports an emulated function called with arguments it cannot honour (a flag, a mode):
+/// one line naming the function and the reason, counted like unemulated(); aborts when strict.
+int unsupported(const char* library, const char* function, const char* why, int code) noexcept;
+
+/// Aborts the process with "simcuda: fatal: <what>" (broken invariant inside the simulator).
+[[noreturn]] void fatal(const char* what) noexcept;
+
+struct counters {
+  std::uint64_t kernel_launches = 0;   ///< every launch entry point, library GEMMs included
+  std::uint64_t library_calls = 0;     ///< cuBLAS/cuBLASLt compute calls (counted in launches too)
+  std::uint64_t memcpy_calls = 0;
+  std::uint64_t memcpy_bytes = 0;
+  std::uint64_t memset_calls = 0;
+  std::uint64_t device_mallocs = 0;    ///< cudaMalloc/cudaMallocAsync successes
+  std::uint64_t device_frees = 0;
+  std::uint64_t vmm_creates = 0;       ///< cuMemCreate successes
+  std::uint64_t vmm_maps = 0;
+  std::uint64_t vmm_unmaps = 0;
+  std::uint64_t unemulated_calls = 0;  ///< unemulated() + unsupported()
+  std::uint64_t out_of_memory = 0;     ///< refused for capacity
+  std::uint64_t fat_binaries = 0;
+  std::uint64_t functions_registered = 0;
+};
+
+/// A snapshot of the process-wide counters.
+counters read_counters() noexcept;
+void count_kernel_launch() noexcept;
+void count_library_call() noexcept;
+void count_memcpy(std::size_t bytes) noexcept;
+void count_memset() noexcept;
+void count_fat_binary() noexcept;
+void count_function_registered() noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+// ---------------------------------------------------------------------------------------------
+
+int device_count() noexcept;
+bool valid_device(int device) noexcept;
+/// The calling thread's current device (cudaSetDevice), 0 until set.
+int current_device() noexcept;
+void set_current_device(int device) noexcept;
+/// Whether the device's primary context exists (the runtime initialised it: cudaSetDevice,
+/// first memory use, or cuDevicePrimaryCtxRetain). PyTorch asks, to avoid creating contexts.
+bool device_active(int device) noexcept;
+void mark_device_active(int device) noexcept;
+/// A device attribute by its CUdevice_attribute / cudaDeviceAttr number (the two enums agree).
+/// False for an attribute the simulator does not model (the caller fails loudly).
+bool device_attribute(int attribute, int device, int* value) noexcept;
+/// "0000:01:00.0"-style PCI bus id of a device (domain 0, bus 1 + ordinal).
+std::string pci_bus_id(int device);
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------
+
+enum class mem_status {
+  ok,
+  out_of_memory,     ///< over the capacity
+  invalid_value,     ///< size 0 where not allowed, misaligned, bad flags
+  invalid_pointer,   ///< not the base of a live allocation / handle / reservation
+  in_use,            ///< e.g. releasing a reservation that still has mappings
+};
+
+const char* to_string(mem_status status) noexcept;
+
+/// Bytes of device memory currently mapped (allocations + cuMem handles) on `device`.
+std::size_t mapped_bytes(int device) noexcept;
+/// Peak of mapped_bytes(device) since start.
+std::size_t peak_mapped_bytes(int device) noexcept;
+
+/// cudaMalloc: `bytes` rounded up to 2 MiB of physical memory (the real driver's granularity
+/// for large allocations; small ones share nothing here, so they pay a page each).
+mem_status device_malloc(int device, std::size_t bytes, void** out) noexcept;
+/// cudaFree: the pointer must be the base of a live device_malloc. The range becomes PROT_NONE
+/// again and its pages go back to the host.
+mem_status device_free(void* pointer) noexcept;
+
+/// cuMem* physical handles (CUmemGenericAllocationHandle values are opaque ids).
+/// `shareable`: the handle can be exported as a POSIX fd (its own memfd).
+mem_status vmm_create(int device, std::size_t bytes, bool shareable, std::uint64_t* handle) noexcept;
+mem_status vmm_release(std::uint64_t handle) noexcept;
+mem_status vmm_reserve(std::size_t bytes, std::size_t alignment, void* hint, void** out) noexcept;
+mem_status vmm_address_free(void* base, std::size_t bytes) noexcept;
+mem_status vmm_map(void* address, std::size_t bytes, std::size_t offset, std::uint64_t handle) noexcept;
+mem_status vmm_unmap(void* address, std::size_t bytes) noexcept;
+/// cuMemSetAccess: makes mapped pages readable and writable (until then they fault).
+mem_status vmm_set_access(void* address, std::size_t bytes) noexcept;
+/// Size and device of a live handle.
+bool vmm_handle_info(std::uint64_t handle, int* device, std::size_t* bytes) noexcept;
+/// cuMemRetainAllocationHandle: the handle mapped at `address`.
+bool vmm_handle_at(const void* address, std::uint64_t* handle) noexcept;
+/// POSIX-fd export of a shareable handle (cuMemExportToShareableHandle): a dup of its memfd.
+mem_status vmm_export_fd(std::uint64_t handle, int* fd) noexcept;
+/// cuMemImportFromShareableHandle: a handle over another process's memfd (not counted against
+/// this process's capacity: it is the exporter's memory).
+mem_status vmm_import_fd(int fd, std::uint64_t* handle) noexcept;
+
+/// cudaIpcGetMemHandle / cudaIpcOpenMemHandle for cudaMalloc memory. The descriptor fits in a
+/// cudaIpcMemHandle_t (64 bytes); the opener maps the exporter's memfd through /proc/<pid>/fd.
+struct ipc_descriptor {
+  std::uint32_t magic = 0;
+  std::int32_t pid = 0;
+  std::int32_t fd = -1;
+  std::int32_t device = 0;
+  std::uint64_t offset = 0;  ///< of the allocation in the exporter's device memfd
+  std::uint64_t bytes = 0;
+};
+static_assert(sizeof(ipc_descriptor) <= 64);
+mem_status ipc_export(const void* base, ipc_descriptor* out) noexcept;
+mem_status ipc_open(const ipc_descriptor& descriptor, void** out) noexcept;
+mem_status ipc_close(void* pointer) noexcept;
+
+enum class pointer_kind { unknown, device, host_pinned, host_registered };
+
+struct pointer_info {
+  pointer_kind kind = pointer_kind::unknown;
+  int device = -1;
+  void* base = nullptr;       ///< start of the allocation / mapping / host range
+  std::size_t bytes = 0;      ///< its length
+};
+
+/// What `pointer` points into. Device pointers are looked up by arena, then by allocation or
+/// mapping; host ranges are those cudaHostAlloc / cudaHostRegister created.
+pointer_info find_pointer(const void* pointer) noexcept;
+
+/// True when [pointer, pointer + bytes) lies inside one live, accessible device range (an
+/// allocation, or mapped pages with access set). Used to check copies and GEMM operands before
+/// touching memory, so a bad pointer is an error value, not a fault.
+bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept;
+
+/// Pinned host memory (cudaHostAlloc / cudaMallocHost) and registration of existing host memory.
+mem_status host_alloc(std::size_t bytes, void** out) noexcept;
+mem_status host_free(void* pointer) noexcept;
+mem_status host_register(void* pointer, std::size_t bytes) noexcept;
+mem_status host_unregister(void* pointer) noexcept;
+
+/// Installs (once) the SIGSEGV/SIGBUS handler that names a fault inside a device arena
+/// ("illegal address: ... freed/unmapped device memory of GPU n") before the default action.
+void install_fault_reporter() noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Streams and events. Handles are the addresses of these objects; 0 (legacy default) and the
+// special values 0x1 (cudaStreamLegacy) and 0x2 (cudaStreamPerThread) are the device's default
+// stream.
+// ---------------------------------------------------------------------------------------------
+
+struct stream;
+struct event;
+
+/// The stream a CUDA handle names for the current device; nullptr if the handle is not a live
+/// stream (destroyed or never created).
+stream* resolve_stream(const void* handle) noexcept;
+stream* create_stream(int device, unsigned flags, int priority) noexcept;
+bool destroy_stream(stream* s) noexcept;
+int stream_device(const stream* s) noexcept;
+unsigned stream_flags(const stream* s) noexcept;
+int stream_priority(const stream* s) noexcept;
+std::uint64_t stream_id(const stream* s) noexcept;
+
+/// One unit of queued work: ticks the deferred-event clock.
+void tick() noexcept;
+
+event* create_event(int device, unsigned flags) noexcept;
+bool valid_event(const event* e) noexcept;
+bool destroy_event(event* e) noexcept;
+int event_device(const event* e) noexcept;
+/// Records `e` on `s`; when it completes depends on event_mode.
+void record_event(event* e, stream* s) noexcept;
+/// True when complete (an event never recorded is complete, as in CUDA).
+bool query_event(event* e) noexcept;
+/// Completes `e` (and everything recorded before it).
+void synchronize_event(event* e) noexcept;
+/// Completes every event recorded on `s`.
+void synchronize_stream(stream* s) noexcept;
+bool query_stream(stream* s) noexcept;
+/// Completes every event of `device` (or of all devices when device < 0).
+void synchronize_device(int device) noexcept;
+/// Milliseconds between two completed events (host clock at record time).
+bool elapsed_ms(event* start, event* end, float* ms) noexcept;
+
+}  // namespace simcuda
+
+/// The C entry point the generated stubs call (they are compiled as C).
+extern "C" int simcuda_unemulated(const char* library, const char* function, int code);

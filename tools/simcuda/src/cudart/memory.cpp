@@ -1,0 +1,119 @@
+// Runtime API: device and host allocations, pointer attributes, IPC handles.
+#include <cstring>
+
+#include "runtime.hpp"
+
+using namespace simcuda;
+using namespace simcuda::rt;
+
+extern "C" {
+
+cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  if (pointer == nullptr) return result(cudaErrorInvalidValue);
+  return result(from(device_malloc(current_device(), bytes, pointer)));
+}
+
+cudaError_t cudaFree(void* pointer) {
+  // cudaFree synchronizes the device before it frees.
+  synchronize_device(current_device());
+  mem_status s = device_free(pointer);
+  if (s == mem_status::invalid_pointer) return result(cudaErrorInvalidValue);
+  return result(from(s));
+}
+
+cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
+  if (stream_of(stream) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  tick();
+  return cudaMalloc(pointer, bytes);
+}
+
+cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  if (stream_of(stream) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  tick();
+  mem_status s = device_free(pointer);
+  return result(s == mem_status::invalid_pointer ? cudaErrorInvalidValue : from(s));
+}
+
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int flags) {
+  if (pointer == nullptr) return result(cudaErrorInvalidValue);
+  const unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+  if (flags & ~known) return result(cudaErrorInvalidValue);
+  return result(from(host_alloc(bytes, pointer)));
+}
+
+cudaError_t cudaMallocHost(void** pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
+
+cudaError_t cudaFreeHost(void* pointer) {
+  mem_status s = host_free(pointer);
+  return result(s == mem_status::ok ? cudaSuccess : cudaErrorInvalidValue);
+}
+
+cudaError_t cudaHostRegister(void* pointer, size_t bytes, unsigned int flags) {
+  const unsigned known = cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterIoMemory |
+                         cudaHostRegisterReadOnly;
+  if (flags & ~known) return result(cudaErrorInvalidValue);
+  if (flags & cudaHostRegisterIoMemory) return not_supported("cudaHostRegister", "cudaHostRegisterIoMemory");
+  mem_status s = host_register(pointer, bytes);
+  if (s == mem_status::in_use) return result(cudaErrorHostMemoryAlreadyRegistered);
+  return result(from(s));
+}
+
+cudaError_t cudaHostUnregister(void* pointer) {
+  mem_status s = host_unregister(pointer);
+  return result(s == mem_status::ok ? cudaSuccess : cudaErrorHostMemoryNotRegistered);
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* pointer) {
+  if (attributes == nullptr) return result(cudaErrorInvalidValue);
+  std::memset(attributes, 0, sizeof *attributes);
+  pointer_info info = find_pointer(pointer);
+  switch (info.kind) {
+    case pointer_kind::device:
+      attributes->type = cudaMemoryTypeDevice;
+      attributes->device = info.device;
+      attributes->devicePointer = const_cast<void*>(pointer);
+      attributes->hostPointer = nullptr;
+      break;
+    case pointer_kind::host_pinned:
+    case pointer_kind::host_registered:
+      attributes->type = cudaMemoryTypeHost;
+      attributes->device = current_device();
+      attributes->devicePointer = const_cast<void*>(pointer);  // mapped: same address
+      attributes->hostPointer = const_cast<void*>(pointer);
+      break;
+    case pointer_kind::unknown:
+      attributes->type = cudaMemoryTypeUnregistered;
+      attributes->device = -2;
+      break;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocManaged(void**, size_t, unsigned int) {
+  return not_supported("cudaMallocManaged", "managed (unified) memory is not simulated");
+}
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* pointer) {
+  if (handle == nullptr) return result(cudaErrorInvalidValue);
+  ipc_descriptor d;
+  mem_status s = ipc_export(pointer, &d);
+  if (s != mem_status::ok) return result(cudaErrorInvalidValue);
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &d, sizeof d);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void** pointer, cudaIpcMemHandle_t handle, unsigned int) {
+  if (pointer == nullptr) return result(cudaErrorInvalidValue);
+  ipc_descriptor d;
+  std::memcpy(&d, handle.reserved, sizeof d);
+  mem_status s = ipc_open(d, pointer);
+  if (s == mem_status::invalid_value) return result(cudaErrorInvalidResourceHandle);
+  return result(from(s));
+}
+
+cudaError_t cudaIpcCloseMemHandle(void* pointer) {
+  return result(ipc_close(pointer) == mem_status::ok ? cudaSuccess : cudaErrorInvalidValue);
+}
+
+}  // extern "C"

@@ -1,0 +1,184 @@
+// Runtime API: streams, events, stream capture queries and host callbacks.
+#include "runtime.hpp"
+
+using namespace simcuda;
+using namespace simcuda::rt;
+
+namespace {
+
+thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
+
+cudaStream_t handle_of(stream* s) { return reinterpret_cast<cudaStream_t>(s); }
+
+event* event_of(cudaEvent_t e) {
+  auto* ev = reinterpret_cast<event*>(e);
+  return ev != nullptr && valid_event(ev) ? ev : nullptr;
+}
+
+constexpr unsigned stream_flag_mask = cudaStreamNonBlocking;
+constexpr unsigned event_flag_mask = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* out, unsigned int flags, int priority) {
+  if (out == nullptr || (flags & ~stream_flag_mask)) return result(cudaErrorInvalidValue);
+  if (priority > 0) priority = 0;    // clamped to the range, as CUDA does
+  if (priority < -5) priority = -5;
+  stream* s = create_stream(current_device(), flags, priority);
+  if (s == nullptr) return result(cudaErrorInvalidDevice);
+  *out = handle_of(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned int flags) {
+  return cudaStreamCreateWithPriority(out, flags, 0);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithPriority(out, 0, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t handle) {
+  stream* s = stream_of(handle);
+  if (s == nullptr || handle == nullptr || !destroy_stream(s)) return result(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t handle, int* priority) {
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (priority == nullptr) return result(cudaErrorInvalidValue);
+  *priority = stream_priority(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  synchronize_stream(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t handle) {
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  return query_stream(s) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t e, unsigned int flags) {
+  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (event_of(e) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (flags & ~static_cast<unsigned>(cudaEventWaitExternal)) return result(cudaErrorInvalidValue);
+  tick();  // work already ran: nothing to delay (see streams.cpp)
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t handle, cudaStreamCaptureStatus* status) {
+  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (status == nullptr) return result(cudaErrorInvalidValue);
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t handle, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                     cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                                     const cudaGraphEdgeData** edges, size_t* count) {
+  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (status == nullptr) return result(cudaErrorInvalidValue);
+  *status = cudaStreamCaptureStatusNone;
+  if (id) *id = 0;
+  if (graph) *graph = nullptr;
+  if (deps) *deps = nullptr;
+  if (edges) *edges = nullptr;
+  if (count) *count = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return result(cudaErrorInvalidValue);
+  cudaStreamCaptureMode previous = t_capture_mode;
+  t_capture_mode = *mode;
+  *mode = previous;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  return not_supported("cudaStreamBeginCapture", "CUDA graph capture is not simulated (kernels do not run)");
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void* data) {
+  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (fn == nullptr) return result(cudaErrorInvalidValue);
+  tick();
+  fn(data);  // the stream's earlier work is done: it ran at its call
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t handle, cudaStreamCallback_t fn, void* data, unsigned int flags) {
+  if (flags != 0 || fn == nullptr) return result(cudaErrorInvalidValue);
+  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  tick();
+  fn(handle, cudaSuccess, data);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* out, unsigned int flags) {
+  if (out == nullptr || (flags & ~event_flag_mask)) return result(cudaErrorInvalidValue);
+  if ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)) return result(cudaErrorInvalidValue);
+  event* e = create_event(current_device(), flags);
+  if (e == nullptr) return result(cudaErrorInvalidDevice);
+  *out = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* out) { return cudaEventCreateWithFlags(out, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  event* ev = event_of(e);
+  if (ev == nullptr) return result(cudaErrorInvalidResourceHandle);
+  destroy_event(ev);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t handle, unsigned int flags) {
+  event* ev = event_of(e);
+  stream* s = stream_of(handle);
+  if (ev == nullptr || s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) return result(cudaErrorInvalidValue);
+  record_event(ev, s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t handle) { return cudaEventRecordWithFlags(e, handle, 0); }
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  event* ev = event_of(e);
+  if (ev == nullptr) return result(cudaErrorInvalidResourceHandle);
+  return query_event(ev) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  event* ev = event_of(e);
+  if (ev == nullptr) return result(cudaErrorInvalidResourceHandle);
+  synchronize_event(ev);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  event* a = event_of(start);
+  event* b = event_of(end);
+  if (ms == nullptr) return result(cudaErrorInvalidValue);
+  if (a == nullptr || b == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (!elapsed_ms(a, b, ms)) return result(cudaErrorNotReady);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t*, cudaEvent_t) {
+  return not_supported("cudaIpcGetEventHandle", "interprocess events are not simulated");
+}
+
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t*, cudaIpcEventHandle_t) {
+  return not_supported("cudaIpcOpenEventHandle", "interprocess events are not simulated");
+}
+
+}  // extern "C"

@@ -1,0 +1,71 @@
+// Driver API: events and streams (the same objects as the runtime's handles).
+#include "driver.hpp"
+
+using namespace simcuda;
+using namespace simcuda::drv;
+
+namespace {
+event* event_of(CUevent e) {
+  auto* ev = reinterpret_cast<event*>(e);
+  return ev != nullptr && valid_event(ev) ? ev : nullptr;
+}
+}  // namespace
+
+extern "C" {
+
+CUresult cuEventCreate(CUevent* out, unsigned int flags) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  CUdevice device = 0;
+  cuCtxGetDevice(&device);
+  event* e = create_event(device, flags);
+  if (e == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream handle) {
+  event* ev = event_of(e);
+  stream* s = resolve_stream(handle);
+  if (ev == nullptr || s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  record_event(ev, s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent e) {
+  event* ev = event_of(e);
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return query_event(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent e) {
+  event* ev = event_of(e);
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  synchronize_event(ev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e) {  // _v2
+  event* ev = event_of(e);
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  destroy_event(ev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream handle) {
+  stream* s = resolve_stream(handle);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  synchronize_stream(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(CUstream handle, CUcontext* context) {
+  stream* s = resolve_stream(handle);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *context = primary_context(stream_device(s));
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
