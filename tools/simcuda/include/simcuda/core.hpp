@@ -156,6 +156,8 @@ const char* to_string(mem_status status) noexcept;
 std::size_t mapped_bytes(int device) noexcept;
 /// Peak of mapped_bytes(device) since start.
 std::size_t peak_mapped_bytes(int device) noexcept;
+/// Live cudaMalloc allocations of `device`.
+std::size_t live_allocations(int device) noexcept;
 
 /// cudaMalloc: `bytes` rounded up to 2 MiB of physical memory (the real driver's granularity
 /// for large allocations; small ones share nothing here, so they pay a page each).

@@ -223,6 +223,13 @@ std::size_t peak_mapped_bytes(int device) noexcept {
   return device_locked(b, device).peak;
 }
 
+std::size_t live_allocations(int device) noexcept {
+  if (!valid_device(device)) return 0;
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  return device_locked(b, device).allocations.size();
+}
+
 mem_status device_malloc(int device, std::size_t bytes, void** out) noexcept {
   if (!valid_device(device) || out == nullptr) return mem_status::invalid_value;
   *out = nullptr;

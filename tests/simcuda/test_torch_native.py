@@ -1,0 +1,81 @@
+"""Real PyTorch (the torch 2.15 wheel) with its own allocator on the simulated GPU.
+
+Each test runs one scenario of torch_scenarios.py in a fresh process through
+`phasealloc-run --sim-gpu=SIZE --native`, so the launcher, the stand-ins and the wheel are the
+ones a user runs. The scenarios compare PyTorch's books with the simulator's."""
+
+import os
+
+import sim_harness
+
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_scenarios.py")
+GIB = 1 << 30
+
+
+def test_devices_properties_and_copies():
+    r = sim_harness.run(SCENARIOS, "devices", sim_gpu="40GiB",
+                        env={"SIMCUDA_GPU": "quiet:1,count:2,name:NVIDIA A100-SXM4-40GB,cc:8.0,sms:108"})
+    assert r["available"] is True
+    assert r["count"] == 2
+    assert r["names"] == ["NVIDIA A100-SXM4-40GB"] * 2
+    assert r["total_memory"] == [40 * GIB] * 2
+    assert r["capability"] == [[8, 0], [8, 0]]
+    assert r["sms"] == [108, 108]
+    assert r["mem_get_info_total"] == 40 * GIB
+    assert r["copies"] and all(r["copies"].values()), r["copies"]
+    assert r["allocated_after"] == 0
+    assert r["unemulated"] == 0
+
+
+def test_allocator_books_match_the_simulator_through_random_ops_on_two_streams():
+    r = sim_harness.run(SCENARIOS, "books", env={"SIMCUDA_GPU": "quiet:1,events:deferred:16"})
+    assert r["ops"] >= 1000
+    assert r["problems"] == []
+    assert r["segments_allocated"] > 10
+    assert r["peak_reserved"] == r["peak_mapped"]
+    assert r["reserved_after_empty_cache"] == 0 and r["mapped_after_empty_cache"] == 0
+    assert r["unemulated"] == 0
+
+
+def test_expandable_segments_map_pages_and_empty_cache_returns_them():
+    r = sim_harness.run(SCENARIOS, "expandable", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert r["intact"] is True
+    assert r["cudaMalloc_calls"] == 0, "expandable segments map with cuMem*, not cudaMalloc"
+    assert r["vmm_maps"] > 0 and r["vmm_unmaps"] > 0
+    assert r["reserved_live"] == r["mapped_live"] > 700 * (1 << 20)
+    assert r["reserved_cached"] == r["reserved_live"]
+    assert r["reserved_after_empty_cache"] == 0 and r["mapped_after_empty_cache"] == 0
+    assert r["unemulated"] == 0
+
+
+def test_out_of_memory_is_torch_out_of_memory_error_with_pytorchs_message():
+    r = sim_harness.run(SCENARIOS, "oom", sim_gpu="2GiB")
+    assert r["capacity"] == 2 * GIB
+    assert r["is_oom_error"], r["kind"]
+    assert r["kind"] == "torch.OutOfMemoryError"
+    assert "CUDA out of memory. Tried to allocate 1024.00 MiB" in r["message"]
+    assert "GPU 0 has a total capacity of 2.00 GiB" in r["message"]
+    assert r["simulator_ooms"] >= 1
+    assert r["still_works"] is True
+
+
+def test_out_of_memory_with_expandable_segments():
+    r = sim_harness.run(SCENARIOS, "oom", sim_gpu="2GiB", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert r["is_oom_error"], r["kind"]
+    assert "CUDA out of memory" in r["message"]
+    assert r["still_works"] is True
+
+
+def test_gpt2_small_trains_a_step_and_generates_with_a_kv_cache():
+    r = sim_harness.run(SCENARIOS, "gpt2")
+    assert r["parameters"] == 124439808  # GPT-2 small (tied embeddings)
+    assert r["logits_shape"] == [4, 128, 50257]
+    assert r["grads"] == 148
+    assert r["optimizer_states"] == 3 * 148  # step, exp_avg, exp_avg_sq
+    assert r["generated_shape"] == [4, 32 + 16]
+    assert r["kernel_launches"] > 1000 and r["library_calls"] > 50
+    assert r["unemulated"] == 0
+    # Memory is real: parameters + grads + two AdamW moments of fp32 are on the device.
+    assert r["after_training_allocated"] >= 4 * 124439808 * 4
+    print("gpt2 small: %.1f s, peak RSS %.0f MiB, peak reserved %.0f MiB, %d launches" % (
+        r["seconds"], r["max_rss_bytes"] / 2**20, r["peak_reserved"] / 2**20, r["kernel_launches"]))
