@@ -6,10 +6,12 @@
 #                        scenario, python, bench smoke; then ASan+UBSan and TSan runs of the
 #                        engine tests and a short fuzz run of the parsers
 #   tools/dev.sh deps    only install the Debian packages
+#   tools/dev.sh venv    only make (or update) the Python venv with the torch wheel
 #   tools/dev.sh build   only configure and build (build/)
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
-# FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1.
+# FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
+# PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,7 +20,9 @@ jobs=${JOBS:-$(nproc)}
 build_dir=${BUILD_DIR:-build}
 
 packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-pytest chromium fonts-dejavu-core)
+          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-pytest python3-venv chromium fonts-dejavu-core)
+venv_dir=${PHASEALLOC_VENV:-$HOME/.cache/phasealloc/venv-torch2.15}
+venv_requirements=tests/simcuda/requirements.txt
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -38,6 +42,23 @@ deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# The venv of the PyTorch-on-simulator tests: the torch wheel without its nvidia-* CUDA wheels (the
+# simulator stands in for them), its pure-Python dependencies, transformers and pytest. Cached
+# outside the checkout; redone when the requirements file changes.
+venv() {
+  local stamp="$venv_dir/.phasealloc-requirements"
+  if [ -x "$venv_dir/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$venv_requirements"; then
+    log "venv: $venv_dir (cached)"
+    return
+  fi
+  log "venv: making $venv_dir (torch without its CUDA wheels)"
+  [ -x "$venv_dir/bin/python" ] || python3 -m venv "$venv_dir"
+  "$venv_dir/bin/python" -m pip install -q --upgrade pip
+  "$venv_dir/bin/python" -m pip install -q --no-deps "$(grep -m1 '^torch==' "$venv_requirements")"
+  grep -v -e '^torch==' -e '^#' -e '^$' "$venv_requirements" | xargs "$venv_dir/bin/python" -m pip install -q
+  cp "$venv_requirements" "$stamp"
+}
+
 configure_and_build() {  # dir, extra cmake args..., -- targets...
   local dir=$1
   shift
@@ -51,7 +72,9 @@ configure_and_build() {  # dir, extra cmake args..., -- targets...
 
 build() {
   log "build ($build_dir)"
-  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo --
+  local python_arg=()
+  [ -x "$venv_dir/bin/python" ] && python_arg=("-DPHASEALLOC_TEST_PYTHON=$venv_dir/bin/python")
+  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${python_arg[@]}" --
 }
 
 demo() {
@@ -91,8 +114,9 @@ test_all() {
 
 case "${1:-}" in
   deps) deps ;;
+  venv) deps; venv ;;
   build) deps; build ;;
   demo) deps; demo ;;
-  test) deps; test_all ;;
-  *) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  test) deps; venv; test_all ;;
+  *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

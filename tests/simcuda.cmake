@@ -1,0 +1,38 @@
+# simcuda: the simulated CUDA GPU (tools/simcuda). Its own tests, phasealloc's CUDA devices on it,
+# and real PyTorch on it (pytest, with the interpreter named by PHASEALLOC_TEST_PYTHON: the venv
+# tools/dev.sh makes with the torch wheel).
+if(NOT TARGET simcuda)
+  return()
+endif()
+
+set(simcuda_runtime_libs simcuda_cudart simcuda_cuda simcuda)
+foreach(name fault_test events_test stub_test)
+  phasealloc_test(NAME simcuda_${name}
+    SRCS simcuda/${name}.cpp
+    DEPS ${simcuda_runtime_libs} CUDA::toolkit
+    LABELS unit simcuda)
+  target_include_directories(simcuda_${name} PRIVATE ${CMAKE_SOURCE_DIR}/tools/simcuda/include)
+endforeach()
+phasealloc_test(NAME simcuda_config_test SRCS simcuda/config_test.cpp DEPS simcuda LABELS unit simcuda)
+
+# phasealloc's cuda_runtime and cuda_vmm devices run the device conformance suite on the simulator
+# (the same binary that needs a GPU otherwise); here a device that cannot be made is a failure.
+if(TARGET cuda_device_conformance_test)
+  add_test(NAME cuda_device_conformance_on_simcuda COMMAND cuda_device_conformance_test)
+  set_tests_properties(cuda_device_conformance_on_simcuda PROPERTIES
+    LABELS "conformance;simcuda" TIMEOUT 600
+    ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:simcuda_cudart>:$<TARGET_FILE:simcuda_cuda>;SIMCUDA_GPU=quiet:1,memory:8GiB;PHASEALLOC_CONFORMANCE_REQUIRE_DEVICE=1")
+endif()
+
+set(PHASEALLOC_TEST_PYTHON "" CACHE FILEPATH "A Python with torch==2.15.* for the simcuda PyTorch tests")
+if(PHASEALLOC_TEST_PYTHON)
+  add_test(NAME simcuda_torch
+    COMMAND ${PHASEALLOC_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/simcuda
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(simcuda_torch PROPERTIES
+    LABELS "python;simcuda" TIMEOUT 1800
+    ENVIRONMENT "PHASEALLOC_SIMCUDA_DIR=${SIMCUDA_LIB_DIR};SIMCUDA_REQUIRE=1")
+else()
+  message(STATUS "simcuda: PHASEALLOC_TEST_PYTHON not set, the PyTorch-on-simulator tests are not registered "
+                 "(tools/dev.sh test sets it to its venv)")
+endif()

@@ -1,0 +1,168 @@
+// simcuda's device memory through the public CUDA API (runtime and driver stand-ins linked
+// directly): freed and unmapped device memory faults like an illegal address on a GPU, mapped
+// memory is real and shared by every mapping of a handle, capacity is enforced and reported.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "simcuda/introspect.h"
+
+namespace {
+
+constexpr std::size_t mib = std::size_t{1} << 20;
+
+class simcuda_memory : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { setenv("SIMCUDA_GPU", "quiet:1,memory:1GiB", 1); }
+};
+
+CUmemAllocationProp device_prop() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return prop;
+}
+
+CUmemAccessDesc read_write() {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return access;
+}
+
+volatile unsigned char g_sink;
+
+TEST_F(simcuda_memory, CudaMallocMemoryIsRealAndCountsAgainstTheCapacity) {
+  std::size_t free_before = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  EXPECT_EQ(total, std::size_t{1} << 30);
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 3 * mib + 1), cudaSuccess);
+  std::size_t free_after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_before - free_after, 4 * mib);  // whole 2 MiB pages
+  const char text[] = "device bytes";
+  ASSERT_EQ(cudaMemcpy(static_cast<char*>(p) + 3 * mib, text, sizeof text, cudaMemcpyHostToDevice), cudaSuccess);
+  char back[sizeof text] = {};
+  ASSERT_EQ(cudaMemcpy(back, static_cast<char*>(p) + 3 * mib, sizeof text, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_STREQ(back, text);
+  // A copy past the allocation is an error value, not a fault.
+  EXPECT_EQ(cudaMemcpy(back, static_cast<char*>(p) + 4 * mib - 4, sizeof text, cudaMemcpyDeviceToHost),
+            cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // double free
+  void* too_big = nullptr;
+  EXPECT_EQ(cudaMalloc(&too_big, std::size_t{2} << 30), cudaErrorMemoryAllocation);
+}
+
+TEST_F(simcuda_memory, UseAfterCudaFreeFaultsWithAnIllegalAddress) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 2 * mib), cudaSuccess);
+  static_cast<unsigned char*>(p)[100] = 7;
+  ASSERT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EXIT(g_sink = static_cast<unsigned char*>(p)[100], ::testing::KilledBySignal(SIGSEGV),
+              "simcuda: illegal address 0x[0-9a-f]+ on simulated GPU 0");
+}
+
+TEST_F(simcuda_memory, UseAfterUnmapFaultsAndAHandleKeepsItsBytesAcrossMappings) {
+  CUmemAllocationProp prop = device_prop();
+  std::size_t granularity = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  ASSERT_EQ(granularity, 2 * mib);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 4 * mib, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 16 * mib, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressReserve(&b, 16 * mib, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(a, 4 * mib, 0, handle, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access = read_write();
+  ASSERT_EQ(cuMemSetAccess(a, 4 * mib, &access, 1), CUDA_SUCCESS);
+  auto* pa = reinterpret_cast<unsigned char*>(a);
+  pa[3 * mib] = 42;
+  ASSERT_EQ(cuMemMap(b, 4 * mib, 0, handle, 0), CUDA_SUCCESS);  // a second mapping of the same memory
+  ASSERT_EQ(cuMemSetAccess(b, 4 * mib, &access, 1), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[3 * mib], 42);
+  EXPECT_EQ(simcuda_mapped_bytes(0), 4 * mib);  // a handle counts once, however often it is mapped
+  ASSERT_EQ(cuMemUnmap(a, 4 * mib), CUDA_SUCCESS);
+  EXPECT_EXIT(g_sink = pa[3 * mib], ::testing::KilledBySignal(SIGSEGV), "simcuda: illegal address");
+  ASSERT_EQ(cuMemRelease(handle), CUDA_SUCCESS);  // still mapped at b: freed at its unmap
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[3 * mib], 42);
+  ASSERT_EQ(cuMemUnmap(b, 4 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_mapped_bytes(0), 0u);
+  EXPECT_EQ(cuMemAddressFree(a, 16 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(b, 16 * mib), CUDA_SUCCESS);
+}
+
+TEST_F(simcuda_memory, MappedPagesWithoutAccessFault) {
+  CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 2 * mib, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 2 * mib, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(a, 2 * mib, 0, handle, 0), CUDA_SUCCESS);
+  EXPECT_EXIT(g_sink = *reinterpret_cast<unsigned char*>(a), ::testing::KilledBySignal(SIGSEGV),
+              "simcuda: illegal address");
+  EXPECT_EQ(cuMemUnmap(a, 2 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(a, 2 * mib), CUDA_SUCCESS);
+}
+
+TEST_F(simcuda_memory, VmmMisuseIsAnErrorValue) {
+  CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle handle = 0;
+  EXPECT_EQ(cuMemCreate(&handle, 3 * mib, &prop, 0), CUDA_ERROR_INVALID_VALUE);  // not a granule multiple
+  EXPECT_EQ(cuMemCreate(&handle, std::size_t{2} << 30, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemCreate(&handle, 2 * mib, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 4 * mib, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(a, 4 * mib, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);  // larger than the handle
+  ASSERT_EQ(cuMemMap(a, 2 * mib, 0, handle, 0), CUDA_SUCCESS);
+  EXPECT_NE(cuMemMap(a, 2 * mib, 0, handle, 0), CUDA_SUCCESS);  // already mapped there
+  EXPECT_NE(cuMemAddressFree(a, 4 * mib), CUDA_SUCCESS);        // still has a mapping
+  EXPECT_NE(cuMemUnmap(a, 4 * mib), CUDA_SUCCESS);              // the range is not all mapped
+  EXPECT_EQ(cuMemUnmap(a, 2 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_NE(cuMemRelease(handle), CUDA_SUCCESS);  // double release
+  EXPECT_EQ(cuMemAddressFree(a, 4 * mib), CUDA_SUCCESS);
+}
+
+TEST_F(simcuda_memory, PointerAttributesNameDeviceAndHostMemory) {
+  void* d = nullptr;
+  void* h = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, mib), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(&h, mib, cudaHostAllocDefault), cudaSuccess);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, static_cast<char*>(d) + 10), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(attr.device, 0);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, h), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  int on_stack = 0;
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, &on_stack), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST_F(simcuda_memory, EventsCompleteAtRecordByDefault) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, s), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e), cudaSuccess);
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(e), cudaErrorInvalidResourceHandle);  // destroyed: an error, not a crash
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
+}
+
+}  // namespace
