@@ -1,0 +1,47 @@
+"""phasealloc-run --sim-gpu: the one way in to the simulator, with phasealloc or PyTorch's own
+allocator, for a command and every process it starts."""
+
+import os
+import subprocess
+
+import sim_harness
+
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher_scenarios.py")
+
+
+def test_phasealloc_is_the_allocator_on_the_simulated_gpu():
+    r = sim_harness.run(SCENARIOS, "swap", native=False)
+    assert r["backend"] == "pluggable"
+    assert r["intact"] is True
+    assert r["allocated"] >= (1 + 7 + 64 + 300) << 20
+    assert r["reserved"] == r["mapped"] > 0  # phasealloc's books are the simulator's
+    assert "(cuda_vmm, policy phasealloc" in r["summary"]
+    assert r["unemulated"] == 0
+
+
+def test_native_keeps_pytorchs_allocator():
+    r = sim_harness.run(SCENARIOS, "swap", native=True)
+    assert r["backend"] == "native"
+    assert r["reserved"] == r["mapped"] > 0
+
+
+def test_children_inherit_the_simulated_gpu():
+    r = sim_harness.run(SCENARIOS, "children", sim_gpu="24GiB", env={"SIMCUDA_GPU": "quiet:1,name:NVIDIA L4"})
+    assert r["child"] == "NVIDIA L4 %d" % (24 << 30)
+
+
+def test_a_bad_size_is_named():
+    out = sim_harness.run(SCENARIOS, "swap", sim_gpu="huge", expect_ok=False)
+    assert out.returncode == 2
+    assert "phasealloc-run: --sim-gpu=huge: not a size (e.g. 80GiB, 24GB, 512MiB)" in out.stderr
+    out = sim_harness.run(SCENARIOS, "swap", sim_gpu="1MiB", expect_ok=False)  # a size, below the minimum
+    assert out.returncode == 2
+    assert "bad value '1MiB' for memory (expected a size from 64MiB to 64TiB" in out.stderr
+
+
+def test_missing_simulator_libraries_are_named():
+    sim_harness.skip_or_fail()
+    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR="/nonexistent/simcuda")
+    out = subprocess.run([sim_harness.LAUNCHER, "--sim-gpu", "--", "true"], env=env, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "the simulated GPU's libraries were not found in /nonexistent/simcuda" in out.stderr
