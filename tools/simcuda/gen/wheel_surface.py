@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Writes the CUDA surface of a torch wheel: every CUDA-family function it imports, the library
+and symbol-version node it binds to, the driver and NVML functions it looks up at run time, and
+the versions it was built against.
+
+    wheel_surface.py [--torch-dir DIR] [-o FILE]
+
+DIR is the installed torch package (default: found with importlib, without importing torch, so
+this works where torch cannot load). Needs binutils (nm, strings are read in Python).
+"""
+
+import argparse
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+# Undefined symbols without a version node, by prefix (the libraries that do not version theirs).
+UNVERSIONED = [
+    (re.compile(r"^cusparseLt"), "libcusparseLt.so.0"),
+    (re.compile(r"^cuFile"), "libcufile.so.0"),
+    (re.compile(r"^nccl"), "libnccl.so.2"),
+    (re.compile(r"^cu[A-Z]"), "libcuda.so.1"),
+]
+# Version nodes that are not the library's SONAME.
+NODE_LIBRARY = {"NVSHMEM": "libnvshmem_host.so.3"}
+# A version node names a CUDA-family library when it is one's SONAME (or in NODE_LIBRARY).
+CUDA_NODE = re.compile(r"^lib(cu|nv|nccl)[A-Za-z_]*\.so\.\d+$")
+
+
+def fail(message):
+    sys.exit("wheel_surface.py: " + message)
+
+
+def torch_dir(given):
+    if given:
+        return given
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        fail("torch is not installed in this interpreter (pass --torch-dir)")
+    return list(spec.submodule_search_locations)[0]
+
+
+def elf_files(root):
+    lib = os.path.join(root, "lib")
+    files = [os.path.join(lib, f) for f in sorted(os.listdir(lib)) if ".so" in f]
+    files += [os.path.join(root, f) for f in sorted(os.listdir(root)) if f.startswith("_C") and f.endswith(".so")]
+    return files
+
+
+def undefined(path):
+    out = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail("nm failed on %s: %s" % (path, out.stderr.strip()))
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[-2] in ("U", "w"):
+            yield parts[-1]
+
+
+def needed(path):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out.stdout)
+
+
+def strings(path, pattern):
+    data = open(path, "rb").read()
+    return {m.decode() for m in re.findall(rb"(?<![A-Za-z0-9_])(" + pattern + rb")\x00", data)}
+
+
+def cuda_header_functions(include_dir):
+    """Driver functions declared in cuda.h, and the ABI name each base name maps to."""
+    text = open(os.path.join(include_dir, "cuda.h"), encoding="utf-8", errors="replace").read()
+    declared = set(re.findall(r"CUresult\s+CUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(", text))
+    abi = {}
+    for base, target in re.findall(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(.+?)\s*$", text, re.M):
+        m = re.match(r"^(?:__CUDA_API_PTDS|__CUDA_API_PTSZ)\((cu[A-Za-z0-9_]+)\)$", target) or \
+            re.match(r"^(cu[A-Za-z0-9_]+)$", target)
+        if m and base in declared and (m.group(1) in declared or re.search(r"_v\d+$", m.group(1))):
+            abi.setdefault(base, m.group(1))
+    return declared, abi
+
+
+def versions(root):
+    version_py = open(os.path.join(root, "version.py")).read()
+    torch_version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", version_py).group(1)
+    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", version_py, re.M)
+    facts = {"torch": torch_version, "cuda": cuda.group(1) if cuda else ""}
+    site = os.path.dirname(root)
+    for entry in os.listdir(site):
+        if entry.startswith("torch-") and entry.endswith(".dist-info"):
+            metadata = open(os.path.join(site, entry, "METADATA"), encoding="utf-8").read()
+            m = re.search(r"^Requires-Dist: nvidia-cudnn-cu\d+==(\d+)\.(\d+)\.(\d+)", metadata, re.M)
+            if m:
+                facts["cudnn"] = "%s.%s.%s" % m.groups()
+            m = re.search(r"^Requires-Dist: cuda-toolkit\[[^\]]*\]==([\d.]+)", metadata, re.M)
+            if m:
+                facts["cuda_toolkit"] = m.group(1)
+    return facts
+
+
+def surface(root, include_dir):
+    symbols = {}  # (library, name)
+    nodes = {}    # library -> version node ("" when unversioned)
+    deps = {}
+    for path in elf_files(root):
+        deps[os.path.basename(path)] = [n for n in needed(path) if re.match(r"lib(cu|nv|nccl)", n)]
+        for sym in undefined(path):
+            if "@" in sym:
+                name, node = sym.split("@", 1)
+                node = node.lstrip("@")
+                if not CUDA_NODE.match(node) and node not in NODE_LIBRARY:
+                    continue
+                library = NODE_LIBRARY.get(node, node)
+                nodes[library] = node
+            else:
+                name = sym
+                library = next((lib for rx, lib in UNVERSIONED if rx.match(name)), None)
+                if library is None:
+                    continue
+                nodes.setdefault(library, "")
+            symbols[(library, name)] = "import"
+    declared, abi = cuda_header_functions(include_dir)
+    runtime = set()
+    for name in ("libc10_cuda.so", "libtorch_cuda.so"):
+        runtime |= strings(os.path.join(root, "lib", name), rb"cu[A-Z][A-Za-z0-9_]+")
+    for base in sorted(runtime):
+        target = abi.get(base, base)
+        if base in declared:
+            symbols.setdefault(("libcuda.so.1", target), "entry point")
+            nodes.setdefault("libcuda.so.1", "")
+    nvml = set()
+    for name in ("libc10_cuda.so", "libtorch_cuda.so"):
+        nvml |= strings(os.path.join(root, "lib", name), rb"nvml[A-Z][A-Za-z0-9_]+")
+    for name in sorted(nvml):
+        symbols[("libnvidia-ml.so.1", name)] = "dlsym"
+        nodes["libnvidia-ml.so.1"] = ""
+    return symbols, nodes, deps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--torch-dir")
+    parser.add_argument("--cuda-include", default=os.environ.get("CUDA_INCLUDE", "/usr/local/cuda/include"))
+    parser.add_argument("-o", "--output", default="-")
+    args = parser.parse_args()
+    root = torch_dir(args.torch_dir)
+    symbols, nodes, deps = surface(root, args.cuda_include)
+    lines = ["# The CUDA surface of the torch wheel: written by tools/simcuda/gen/wheel_surface.py, do not edit.",
+             "# [symbols]: library, function, and how torch reaches it (import: an undefined symbol;",
+             "# entry point: cudaGetDriverEntryPointByVersion / cuGetProcAddress; dlsym: dlopen'd library).",
+             "[facts]"]
+    for key, value in sorted(versions(root).items()):
+        lines.append("%s = %s" % (key, value))
+    lines.append("[libraries]")
+    for library in sorted(nodes):
+        lines.append("%s node=%s" % (library, nodes[library]))
+    lines.append("[needed]")
+    for elf in sorted(deps):
+        if deps[elf]:
+            lines.append("%s %s" % (elf, " ".join(deps[elf])))
+    lines.append("[symbols]")
+    for (library, name), how in sorted(symbols.items()):
+        lines.append("%s %s %s" % (library, name, how.replace(" ", "_")))
+    text = "\n".join(lines) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
