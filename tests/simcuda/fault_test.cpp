@@ -134,6 +134,40 @@ TEST_F(simcuda_memory, VmmMisuseIsAnErrorValue) {
   EXPECT_EQ(cuMemAddressFree(a, 4 * mib), CUDA_SUCCESS);
 }
 
+TEST_F(simcuda_memory, AZeroMemsetClearsExactlyItsRangeInAllocationsAndMappings) {
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 4 * mib), cudaSuccess);
+  auto* bytes = static_cast<unsigned char*>(p);
+  ASSERT_EQ(cudaMemset(p, 0xab, 4 * mib), cudaSuccess);
+  const std::size_t start = 100, length = 3 * mib + 5;  // partial pages at both ends
+  ASSERT_EQ(cudaMemset(bytes + start, 0, length), cudaSuccess);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < 4 * mib; ++i) {
+    const unsigned char expected = i >= start && i < start + length ? 0 : 0xab;
+    wrong += bytes[i] != expected;
+  }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+
+  CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cuMemCreate(&handle, 4 * mib, &prop, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 8 * mib, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(a + 2 * mib, 2 * mib, 2 * mib, handle, 0), CUDA_SUCCESS);  // the handle's second half
+  CUmemAccessDesc access = read_write();
+  ASSERT_EQ(cuMemSetAccess(a + 2 * mib, 2 * mib, &access, 1), CUDA_SUCCESS);
+  auto* mapped = reinterpret_cast<unsigned char*>(a + 2 * mib);
+  std::memset(mapped, 0xcd, 2 * mib);
+  ASSERT_EQ(cuMemsetD8Async(a + 2 * mib + 4096, 0, mib, nullptr), CUDA_SUCCESS);
+  wrong = 0;
+  for (std::size_t i = 0; i < 2 * mib; ++i) wrong += mapped[i] != (i >= 4096 && i < 4096 + mib ? 0 : 0xcd);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(cuMemUnmap(a + 2 * mib, 2 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(a, 8 * mib), CUDA_SUCCESS);
+}
+
 TEST_F(simcuda_memory, PointerAttributesNameDeviceAndHostMemory) {
   void* d = nullptr;
   void* h = nullptr;

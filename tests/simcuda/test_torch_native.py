@@ -75,7 +75,8 @@ def test_gpt2_small_trains_a_step_and_generates_with_a_kv_cache():
     assert r["generated_shape"] == [4, 32 + 16]
     assert r["kernel_launches"] > 1000 and r["library_calls"] > 50
     assert r["unemulated"] == 0
-    # Memory is real: parameters + grads + two AdamW moments of fp32 are on the device.
-    assert r["after_training_allocated"] >= 4 * 124439808 * 4
+    # Memory is real: fp32 parameters and AdamW's two moments stay on the device; the gradients
+    # went with zero_grad(set_to_none=True).
+    assert 3 * 124439808 * 4 <= r["after_training_allocated"] < 4 * 124439808 * 4
     print("gpt2 small: %.1f s, peak RSS %.0f MiB, peak reserved %.0f MiB, %d launches" % (
         r["seconds"], r["max_rss_bytes"] / 2**20, r["peak_reserved"] / 2**20, r["kernel_launches"]))

@@ -219,6 +219,11 @@ pointer_info find_pointer(const void* pointer) noexcept;
 /// touching memory, so a bad pointer is an error value, not a fault.
 bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept;
 
+/// memset of accessible device memory (the caller checked the range). A zero fill over whole
+/// host pages punches them out of the backing memfd instead of writing them: they read as zero
+/// and cost no RAM, so zero-initialised optimizer states of a dry run stay free.
+void device_memset(void* pointer, int value, std::size_t bytes) noexcept;
+
 /// Pinned host memory (cudaHostAlloc / cudaMallocHost) and registration of existing host memory.
 mem_status host_alloc(std::size_t bytes, void** out) noexcept;
 mem_status host_free(void* pointer) noexcept;
@@ -268,6 +273,25 @@ bool query_stream(stream* s) noexcept;
 void synchronize_device(int device) noexcept;
 /// Milliseconds between two completed events (host clock at record time).
 bool elapsed_ms(event* start, event* end, float* ms) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Library objects (cuBLAS handles, cuBLASLt descriptors, ...): a registry shared by the stand-ins,
+// so a handle one library made is recognised by another (PyTorch hands its cublasHandle_t to
+// cuBLASLt) and a destroyed or foreign pointer is an error value, never dereferenced.
+// ---------------------------------------------------------------------------------------------
+
+enum class object_kind { blas_handle, lt_matmul_desc, lt_matrix_layout, lt_preference };
+
+void register_object(const void* object, object_kind kind) noexcept;
+/// True when `object` is live and of `kind`.
+bool is_object(const void* object, object_kind kind) noexcept;
+/// Removes it; false when it was not live and of `kind`.
+bool unregister_object(const void* object, object_kind kind) noexcept;
+
+/// Reports an access a kernel would make outside accessible device memory (on a GPU: an illegal
+/// address). One line naming the function and the operand; counted; aborts when strict.
+void illegal_operand(const char* library, const char* function, const char* operand, const void* pointer,
+                     std::size_t bytes) noexcept;
 
 }  // namespace simcuda
 

@@ -564,6 +564,52 @@ bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept {
   return false;
 }
 
+void device_memset(void* pointer, int value, std::size_t bytes) noexcept {
+  constexpr std::size_t host_page = 4096;
+  auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  auto end = begin + bytes;
+  auto first = round_up(begin, host_page);
+  auto last = end / host_page * host_page;
+  if ((value & 0xff) != 0 || last <= first) {
+    std::memset(pointer, value, bytes);
+    return;
+  }
+  // The whole pages [first, last) map a run of some fd; find it (an allocation, or a mapping).
+  int fd = -1;
+  std::size_t offset = 0;
+  {
+    books& b = the_books();
+    std::lock_guard lock(b.mu);
+    device_state* d = device_of_locked(b, pointer);
+    if (d != nullptr) {
+      auto al = d->allocations.upper_bound(first);
+      if (al != d->allocations.begin() && first < std::prev(al)->first + std::prev(al)->second.bytes &&
+          last <= std::prev(al)->first + std::prev(al)->second.bytes) {
+        --al;
+        fd = d->memfd;
+        offset = al->second.phys_offset + (first - al->first);
+      } else {
+        auto m = d->mappings.upper_bound(first);
+        if (m != d->mappings.begin() && last <= std::prev(m)->first + std::prev(m)->second.bytes) {
+          --m;
+          auto h = b.handles.find(m->second.handle);
+          if (h != b.handles.end() && first >= m->first) {
+            fd = h->second.fd;
+            offset = h->second.phys_offset + m->second.handle_offset + (first - m->first);
+          }
+        }
+      }
+    }
+  }
+  if (fd < 0 || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                          static_cast<off_t>(last - first)) != 0) {
+    std::memset(pointer, value, bytes);  // spans mappings, or the kernel refused: write it
+    return;
+  }
+  std::memset(pointer, 0, first - begin);
+  std::memset(reinterpret_cast<void*>(last), 0, end - last);
+}
+
 mem_status host_alloc(std::size_t bytes, void** out) noexcept {
   if (out == nullptr) return mem_status::invalid_value;
   *out = nullptr;

@@ -43,7 +43,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k
 cudaError_t set(void* dst, int value, std::size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (!device_range_accessible(dst, bytes)) return result(cudaErrorInvalidValue);
-  std::memset(dst, value, bytes);
+  device_memset(dst, value, bytes);
   count_memset();
   tick();
   return cudaSuccess;

@@ -14,7 +14,7 @@ CUresult cuMemsetD8Async(CUdeviceptr destination, unsigned char value, size_t co
   if (count == 0) return CUDA_SUCCESS;
   auto* p = reinterpret_cast<unsigned char*>(destination);
   if (!device_range_accessible(p, count)) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(p, value, count);
+  device_memset(p, value, count);
   count_memset();
   tick();
   return CUDA_SUCCESS;
@@ -26,7 +26,8 @@ CUresult cuMemsetD32Async(CUdeviceptr destination, unsigned int value, size_t co
   if (count == 0) return CUDA_SUCCESS;
   auto* p = reinterpret_cast<unsigned int*>(destination);
   if (count > (SIZE_MAX / 4) || !device_range_accessible(p, count * 4)) return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < count; ++i) p[i] = value;
+  if (value == 0) device_memset(p, 0, count * 4);
+  else for (size_t i = 0; i < count; ++i) p[i] = value;
   count_memset();
   tick();
   return CUDA_SUCCESS;
