@@ -13,6 +13,11 @@ foreach(name fault_test events_test stub_test)
     LABELS unit simcuda)
   target_include_directories(simcuda_${name} PRIVATE ${CMAKE_SOURCE_DIR}/tools/simcuda/include)
 endforeach()
+phasealloc_test(NAME simcuda_cublas_test
+  SRCS simcuda/cublas_test.cpp
+  DEPS simcuda_cublas simcuda_cublasLt ${simcuda_runtime_libs} CUDA::toolkit
+  LABELS unit simcuda)
+target_include_directories(simcuda_cublas_test PRIVATE ${CMAKE_SOURCE_DIR}/tools/simcuda/include)
 phasealloc_test(NAME simcuda_config_test SRCS simcuda/config_test.cpp DEPS simcuda LABELS unit simcuda)
 
 # phasealloc's cuda_runtime and cuda_vmm devices run the device conformance suite on the simulator

@@ -1,0 +1,109 @@
+"""The simulator covers the wheel: the checked-in CUDA surface (tools/simcuda/surface/) is the
+installed wheel's, and every stand-in exports every function of it under the real SONAME and
+symbol-version node. A torch upgrade that needs new functions fails here with their names."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import sim_harness
+
+SIMCUDA = os.path.join(sim_harness.REPO, "tools", "simcuda")
+SURFACE = os.path.join(SIMCUDA, "surface", "torch-2.15.0.txt")
+
+
+def read_surface(path):
+    section, libraries, symbols = None, {}, set()
+    for line in open(path):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line
+        elif section == "[libraries]":
+            name, node = line.split()
+            libraries[name] = node.split("=", 1)[1]
+        elif section == "[symbols]":
+            library, name, _ = line.split()
+            symbols.add((library, name))
+    return libraries, symbols
+
+
+def extras(library):
+    path = os.path.join(SIMCUDA, "surface", "extra_%s.txt" % library)
+    if not os.path.exists(path):
+        return set()
+    return {l.split("#", 1)[0].strip() for l in open(path)} - {""}
+
+
+def test_the_checked_in_surface_is_the_installed_wheels(tmp_path):
+    sim_harness.skip_or_fail()
+    out = tmp_path / "surface.txt"
+    subprocess.run([sys.executable, os.path.join(SIMCUDA, "gen", "wheel_surface.py"), "-o", str(out)], check=True)
+    _, installed = read_surface(str(out))
+    _, checked_in = read_surface(SURFACE)
+    added = sorted("%s %s" % s for s in installed - checked_in)
+    removed = sorted("%s %s" % s for s in checked_in - installed)
+    assert not added and not removed, (
+        "the installed torch's CUDA surface differs from %s (regenerate it with gen/wheel_surface.py, then emulate "
+        "what the new functions need):\n  needs now: %s\n  no longer: %s" % (SURFACE, added, removed))
+
+
+def exported(path):
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    table = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "TWiV":
+            name, _, node = parts[2].partition("@@")
+            table[name] = node.lstrip("@")
+    return table
+
+
+def soname(path):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", out)
+    return m.group(1) if m else None
+
+
+def test_every_stand_in_exports_its_surface_under_the_real_soname_and_node():
+    sim_harness.skip_or_fail()
+    libraries, symbols = read_surface(SURFACE)
+    lib_dir = sim_harness.sim_dir()
+    problems = []
+    for library, node in sorted(libraries.items()):
+        path = os.path.join(lib_dir, library)
+        if not os.path.exists(path):
+            problems.append("%s: not built" % library)
+            continue
+        if soname(path) != library:
+            problems.append("%s: SONAME is %s" % (library, soname(path)))
+        table = exported(path)
+        wanted = {name for lib, name in symbols if lib == library}
+        for name in sorted(wanted):
+            if name not in table:
+                problems.append("%s: does not export %s" % (library, name))
+            elif table[name] != node:
+                problems.append("%s: %s is under node '%s', the wheel asks for '%s'" % (library, name, table[name], node))
+        stray = set(table) - wanted - extras(library) - {node}
+        if stray:
+            problems.append("%s: exports %s beyond its surface and extras" % (library, sorted(stray)[:10]))
+    assert problems == []
+
+
+def test_every_dt_needed_cuda_library_of_the_wheel_has_a_stand_in():
+    sim_harness.skip_or_fail()
+    needed = set()
+    section = None
+    for line in open(SURFACE):
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[needed]" and line:
+            needed.update(line.split()[1:])
+    assert needed, "the surface lists no DT_NEEDED CUDA libraries"
+    missing = sorted(n for n in needed if not os.path.exists(os.path.join(sim_harness.sim_dir(), n)))
+    assert missing == []
