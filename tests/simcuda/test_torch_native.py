@@ -80,3 +80,10 @@ def test_gpt2_small_trains_a_step_and_generates_with_a_kv_cache():
     assert 3 * 124439808 * 4 <= r["after_training_allocated"] < 4 * 124439808 * 4
     print("gpt2 small: %.1f s, peak RSS %.0f MiB, peak reserved %.0f MiB, %d launches" % (
         r["seconds"], r["max_rss_bytes"] / 2**20, r["peak_reserved"] / 2**20, r["kernel_launches"]))
+
+
+def test_a_cuda_tensor_crosses_processes_through_ipc_handles():
+    r = sim_harness.run(SCENARIOS, "ipc")
+    assert r["device"] == "cuda:0"
+    assert r["intact"] is True
+    assert r["exit"] == 0

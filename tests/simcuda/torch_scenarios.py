@@ -233,5 +233,30 @@ def scenario_gpt2():
     }
 
 
+def _consumer(queue, results):
+    import torch
+
+    tensor = queue.get()  # opened through cudaIpcOpenMemHandle in this process
+    results.put((str(tensor.device), tensor.cpu().tolist()))
+    del tensor
+
+
+def scenario_ipc():
+    """A CUDA tensor sent to another process with torch.multiprocessing: the receiver maps the
+    sender's simulated device memory and reads the sender's bytes."""
+    import torch
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    queue, results = context.Queue(), context.Queue()
+    tensor = torch.arange(1000, dtype=torch.float32).cuda()
+    child = context.Process(target=_consumer, args=(queue, results))
+    child.start()
+    queue.put(tensor)
+    device, values = results.get(timeout=300)
+    child.join(timeout=300)
+    return {"device": device, "intact": values == list(range(1000)), "exit": child.exitcode}
+
+
 if __name__ == "__main__":
     child_main(globals())

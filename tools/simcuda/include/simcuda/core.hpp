@@ -260,6 +260,7 @@ event* create_event(int device, unsigned flags) noexcept;
 bool valid_event(const event* e) noexcept;
 bool destroy_event(event* e) noexcept;
 int event_device(const event* e) noexcept;
+unsigned event_flags(const event* e) noexcept;
 /// Records `e` on `s`; when it completes depends on event_mode.
 void record_event(event* e, stream* s) noexcept;
 /// True when complete (an event never recorded is complete, as in CUDA).

@@ -165,6 +165,7 @@ bool destroy_event(event* e) noexcept {
 }
 
 int event_device(const event* e) noexcept { return e->device; }
+unsigned event_flags(const event* e) noexcept { return e->flags; }
 
 void record_event(event* e, stream* s) noexcept {
   ordering& o = the_ordering();

@@ -1,4 +1,6 @@
 // Runtime API: device and host allocations, pointer attributes, IPC handles.
+#include <unistd.h>
+
 #include <cstring>
 
 #include "runtime.hpp"
@@ -107,6 +109,7 @@ cudaError_t cudaIpcOpenMemHandle(void** pointer, cudaIpcMemHandle_t handle, unsi
   if (pointer == nullptr) return result(cudaErrorInvalidValue);
   ipc_descriptor d;
   std::memcpy(&d, handle.reserved, sizeof d);
+  if (d.pid == static_cast<std::int32_t>(getpid())) return result(cudaErrorDeviceUninitialized);  // as CUDA
   mem_status s = ipc_open(d, pointer);
   if (s == mem_status::invalid_value) return result(cudaErrorInvalidResourceHandle);
   return result(from(s));

@@ -1,4 +1,9 @@
 // Runtime API: streams, events, stream capture queries and host callbacks.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+
 #include "runtime.hpp"
 
 using namespace simcuda;
@@ -14,6 +19,13 @@ event* event_of(cudaEvent_t e) {
   auto* ev = reinterpret_cast<event*>(e);
   return ev != nullptr && valid_event(ev) ? ev : nullptr;
 }
+
+struct ipc_event_descriptor {
+  std::uint32_t magic;
+  std::int32_t pid;
+  std::int32_t device;
+};
+constexpr std::uint32_t ipc_event_magic = 0x53494d45;  // "SIME"
 
 constexpr unsigned stream_flag_mask = cudaStreamNonBlocking;
 constexpr unsigned event_flag_mask = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
@@ -173,12 +185,28 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   return cudaSuccess;
 }
 
-cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t*, cudaEvent_t) {
-  return not_supported("cudaIpcGetEventHandle", "interprocess events are not simulated");
+/// Interprocess events. Work runs at its call, so whatever an exporter recorded before it sent
+/// the handle has already run: the opened event is complete, which is what a waiter needs.
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t e) {
+  event* ev = event_of(e);
+  if (handle == nullptr) return result(cudaErrorInvalidValue);
+  if (ev == nullptr || !(event_flags(ev) & cudaEventInterprocess)) return result(cudaErrorInvalidResourceHandle);
+  ipc_event_descriptor d{ipc_event_magic, static_cast<std::int32_t>(getpid()), event_device(ev)};
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &d, sizeof d);
+  return cudaSuccess;
 }
 
-cudaError_t cudaIpcOpenEventHandle(cudaEvent_t*, cudaIpcEventHandle_t) {
-  return not_supported("cudaIpcOpenEventHandle", "interprocess events are not simulated");
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* out, cudaIpcEventHandle_t handle) {
+  if (out == nullptr) return result(cudaErrorInvalidValue);
+  ipc_event_descriptor d;
+  std::memcpy(&d, handle.reserved, sizeof d);
+  if (d.magic != ipc_event_magic || !valid_device(d.device)) return result(cudaErrorInvalidResourceHandle);
+  if (d.pid == static_cast<std::int32_t>(getpid())) return result(cudaErrorDeviceUninitialized);  // as CUDA: not in the exporter
+  event* ev = create_event(d.device, cudaEventDisableTiming | cudaEventInterprocess);
+  if (ev == nullptr) return result(cudaErrorInvalidDevice);
+  *out = reinterpret_cast<cudaEvent_t>(ev);
+  return cudaSuccess;
 }
 
 }  // extern "C"
