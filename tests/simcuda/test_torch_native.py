@@ -87,3 +87,17 @@ def test_a_cuda_tensor_crosses_processes_through_ipc_handles():
     assert r["device"] == "cuda:0"
     assert r["intact"] is True
     assert r["exit"] == 0
+
+
+def test_llama_bf16_trains_with_pytorchs_own_attention_kernels():
+    r = sim_harness.run(SCENARIOS, "llama_bf16")
+    assert r["trained"] is True, r.get("error")
+    assert r["unemulated"] == 0
+    assert r["peak_allocated"] > 2 * 32000 * 512 * 2  # bf16 embeddings and head at least
+
+
+def test_without_the_adaptations_cudnn_attention_fails_loudly():
+    r = sim_harness.run(SCENARIOS, "llama_bf16", env={"PHASEALLOC_SIM_ADAPT": "0"})
+    assert r["trained"] is False
+    assert "CUDNN_STATUS_NOT_SUPPORTED" in r["error"]
+    assert r["unemulated"] >= 1

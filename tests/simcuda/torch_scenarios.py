@@ -171,26 +171,11 @@ def scenario_oom():
             "capacity": sim.lib.simcuda_capacity_bytes()}
 
 
-def _fixed_length_generation():
-    """Kernels do not run on the simulator, so a value computed on the device is meaningless and
-    generate()'s stop check (unfinished_sequences.max() == 0) would never say stop: generation
-    runs exactly max_new_tokens instead (README: tools/simcuda, "values")."""
-    from transformers.generation import utils
-
-    def stop_at_max_length(self, unfinished_sequences, tokens, length):
-        return length >= stop_at_max_length.max_length
-
-    stop_at_max_length.max_length = None
-    utils.StopCheck.__call__ = stop_at_max_length
-    return stop_at_max_length
-
-
 def scenario_gpt2():
     import torch
     import transformers
 
     sim = simulator()
-    stop = _fixed_length_generation()
     started = time.time()
     config = transformers.GPT2Config()  # GPT-2 small: 12 layers, 768 wide, 124M parameters
     with torch.device("cuda"):
@@ -211,8 +196,7 @@ def scenario_gpt2():
     model.eval()
     new_tokens = 16
     prompt = ids[:, :32]
-    stop.max_length = prompt.shape[1] + new_tokens
-    with torch.no_grad():
+    with torch.no_grad():  # decodes exactly max_new_tokens on the simulator (phasealloc/_sim_adapt.py)
         generated = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False, use_cache=True,
                                    pad_token_id=0)
     c = sim.counters()
@@ -231,6 +215,33 @@ def scenario_gpt2():
         "library_calls": c["library_calls"],
         "unemulated": c["unemulated_calls"],
     }
+
+
+def scenario_llama_bf16():
+    """A Llama-style model in bf16 with autocast and fused AdamW: on an sm90 device PyTorch's
+    attention would pick cuDNN, which the simulator does not run."""
+    import torch
+    import transformers
+
+    sim = simulator()
+    config = transformers.LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                                      num_attention_heads=8, num_key_value_heads=4, vocab_size=32000)
+    with torch.device("cuda"):
+        model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    ids = torch.randint(0, 32000, (2, 64)).cuda()
+    result = {}
+    try:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(ids, labels=ids)
+        out.loss.backward()
+        torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True).step()
+        result["trained"] = True
+    except RuntimeError as error:
+        result["trained"] = False
+        result["error"] = str(error)
+    result["unemulated"] = sim.counters()["unemulated_calls"]
+    result["peak_allocated"] = torch.cuda.max_memory_allocated()
+    return result
 
 
 def _consumer(queue, results):

@@ -1,0 +1,78 @@
+"""Adaptations for a job running on simcuda, the simulated GPU (phasealloc-run --sim-gpu sets
+PHASEALLOC_SIM_ADAPT=1; set it to 0 to keep PyTorch's and transformers' own choices).
+
+Rationale: on the simulator kernels do not run, so two things a real job relies on break:
+- **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
+  its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
+  "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
+  PyTorch's own flash or memory-efficient kernels: launches that the simulator counts and skips.
+- **Stopping on a device value.** `generate()` stops when `unfinished_sequences.max() == 0`, a
+  value computed by a kernel that did not run, so it would decode forever (or stop at once).
+  Greedy and sampling decoding stop at exactly max_length instead, the longest a real run can go,
+  which is the memory a dry run must plan for.
+
+Limitations: the attention backend changes the job's allocations a little (cuDNN attention takes a
+workspace, the flash kernel a log-sum-exp buffer). Beam search and assisted decoding keep their
+own stop checks.
+"""
+
+import os
+import sys
+import threading
+
+_state = threading.local()
+
+
+def _say(message):
+    try:
+        print("phasealloc: sim-gpu: " + message, file=sys.stderr)
+    except Exception:
+        pass
+
+
+def _adapt_torch(torch):
+    torch.backends.cuda.enable_cudnn_sdp(False)
+
+
+def _adapt_generation(utils):
+    stop_check = getattr(utils, "StopCheck", None)
+    mixin = getattr(utils, "GenerationMixin", None)
+    if stop_check is None or mixin is None or not hasattr(mixin, "_sample"):
+        _say("transformers' decoding loop is not the one expected; generate() is not adapted")
+        return
+    original_sample = mixin._sample
+
+    def sample(self, *args, **kwargs):
+        criteria = kwargs.get("stopping_criteria")
+        if criteria is None and len(args) >= 3:
+            criteria = args[2]
+        previous = getattr(_state, "max_length", None)
+        _state.max_length = getattr(criteria, "max_length", None)
+        try:
+            return original_sample(self, *args, **kwargs)
+        finally:
+            _state.max_length = previous
+
+    original_call = stop_check.__call__
+
+    def call(self, unfinished_sequences, tokens, length):
+        max_length = getattr(_state, "max_length", None)
+        if max_length is None:
+            return original_call(self, unfinished_sequences, tokens, length)
+        if self.streamer is not None:
+            self.streamer.put(tokens.cpu())
+        return length >= max_length
+
+    mixin._sample = sample
+    stop_check.__call__ = call
+
+
+def install():
+    from phasealloc import _import_hooks
+
+    _import_hooks.when_imported("torch", _adapt_torch)
+    _import_hooks.when_imported("transformers.generation.utils", _adapt_generation)
+
+
+def wanted():
+    return os.environ.get("PHASEALLOC_SIM_ADAPT", "") in ("1", "true", "True", "yes", "on")
