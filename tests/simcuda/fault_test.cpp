@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,18 @@ TEST_F(simcuda_memory, UseAfterUnmapFaultsAndAHandleKeepsItsBytesAcrossMappings)
   EXPECT_EQ(simcuda_mapped_bytes(0), 0u);
   EXPECT_EQ(cuMemAddressFree(a, 16 * mib), CUDA_SUCCESS);
   EXPECT_EQ(cuMemAddressFree(b, 16 * mib), CUDA_SUCCESS);
+}
+
+TEST_F(simcuda_memory, AddressSpaceIsFarLargerThanTheCapacity) {
+  // Allocators reserve ~1.1x the capacity per pool and stream (expandable segments, cuda_vmm).
+  std::vector<CUdeviceptr> reserved;
+  for (int i = 0; i < 64; ++i) {
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cuMemAddressReserve(&p, std::size_t{16} << 30, 0, 0, 0), CUDA_SUCCESS) << i;  // 1 TiB in all
+    reserved.push_back(p);
+  }
+  for (CUdeviceptr p : reserved) EXPECT_EQ(cuMemAddressFree(p, std::size_t{16} << 30), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_mapped_bytes(0), 0u);
 }
 
 TEST_F(simcuda_memory, MappedPagesWithoutAccessFault) {

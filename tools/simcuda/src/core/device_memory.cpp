@@ -9,8 +9,10 @@
 //   A dry run of an 80 GiB job must also fit on a 24 GiB machine, so untouched memory costs nothing.
 //
 // Approach
-//   - Each device reserves one arena of virtual addresses (4x its capacity), PROT_NONE and
-//     MAP_NORESERVE: any device pointer lies in its device's arena.
+//   - Each device reserves one arena of virtual addresses, PROT_NONE and MAP_NORESERVE: any device
+//     pointer lies in its device's arena. It is terabytes, like a GPU's address space, because
+//     allocators reserve far more than the capacity (PyTorch's expandable segments and phasealloc's
+//     cuda_vmm reserve ~1.1x the capacity per pool and stream); unmapped addresses cost nothing.
 //   - Its physical memory is one memfd (2x the capacity, sparse): a cudaMalloc or a cuMemCreate
 //     takes a run of 2 MiB pages of memfd offsets. Mapping maps that run MAP_SHARED at an arena
 //     address, so the bytes are real and survive remapping (a cuMem handle mapped twice shows the
@@ -34,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -124,7 +127,9 @@ device_state& device_locked(books& b, int device) {
   const std::size_t capacity = current_config().gpu.memory_bytes;
   auto d = std::make_unique<device_state>();
   d->ordinal = device;
-  d->arena_bytes = round_up(capacity * 4, page_bytes);
+  // 8 TiB each, within the 128 TiB of a process's user space for up to 16 GPUs (6 TiB then).
+  const std::size_t address_space = device_count() <= 8 ? std::size_t{8} << 40 : std::size_t{6} << 40;
+  d->arena_bytes = round_up(std::max(capacity * 4, address_space), page_bytes);
   void* arena = mmap(nullptr, d->arena_bytes + page_bytes, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) fatal("cannot reserve the address range of a simulated GPU (mmap PROT_NONE)");
