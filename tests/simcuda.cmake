@@ -37,6 +37,15 @@ if(PHASEALLOC_TEST_PYTHON)
   set_tests_properties(simcuda_torch PROPERTIES
     LABELS "python;simcuda" TIMEOUT 1800
     ENVIRONMENT "PHASEALLOC_SIMCUDA_DIR=${SIMCUDA_LIB_DIR};SIMCUDA_REQUIRE=1")
+  # tests/gpu (phasealloc swapped into real PyTorch, started as users start jobs) on the simulator.
+  if(TARGET phasealloc_torch)
+    add_test(NAME gpu_tests_on_simcuda
+      COMMAND ${PHASEALLOC_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/gpu
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(gpu_tests_on_simcuda PROPERTIES
+      LABELS "python;simcuda" TIMEOUT 1800
+      ENVIRONMENT "PHASEALLOC_LIBRARY=$<TARGET_FILE:phasealloc_torch>;PHASEALLOC_SIMCUDA_DIR=${SIMCUDA_LIB_DIR};PHASEALLOC_GPU_TESTS=sim")
+  endif()
 else()
   message(STATUS "simcuda: PHASEALLOC_TEST_PYTHON not set, the PyTorch-on-simulator tests are not registered "
                  "(tools/dev.sh test sets it to its venv)")

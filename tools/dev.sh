@@ -73,7 +73,14 @@ configure_and_build() {  # dir, extra cmake args..., -- targets...
 build() {
   log "build ($build_dir)"
   local python_arg=()
-  [ -x "$venv_dir/bin/python" ] && python_arg=("-DPHASEALLOC_TEST_PYTHON=$venv_dir/bin/python")
+  if [ -x "$venv_dir/bin/python" ]; then
+    # The venv's torch: the simulator tests run with it, and the OOM companion is built against its
+    # c10 (found without importing torch, which needs a GPU or the simulator to load).
+    local torch_dir
+    torch_dir=$("$venv_dir/bin/python" -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")')
+    python_arg=("-DPHASEALLOC_TEST_PYTHON=$venv_dir/bin/python")
+    [ -n "$torch_dir" ] && python_arg+=("-DPHASEALLOC_TORCH_DIR=$torch_dir")
+  fi
   configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${python_arg[@]}" --
 }
 

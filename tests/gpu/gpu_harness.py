@@ -1,6 +1,10 @@
 """What the GPU tests share: finding the library, the skip reason, and running one scenario in a
 fresh process started through phasealloc-run (PHASEALLOC=1: the swap happens at `import torch`).
 
+Without a GPU the scenarios run on simcuda, the simulated GPU (tools/simcuda): the children are
+started with `phasealloc-run --sim-gpu`, so real PyTorch runs them on simulated memory. A GPU
+is used when the machine has one (/dev/nvidiactl); PHASEALLOC_GPU_TESTS=sim or =gpu forces it.
+
 A test file defines scenario_<name>(torch, phasealloc) functions, and ends with
 `if __name__ == "__main__": child_main(scenarios(globals()), sys.argv[1])`. Its pytest side calls
 run_scenario(__file__, name, conf), which runs the file as `python <file> <name>` and asserts
@@ -27,16 +31,42 @@ def find_library():
     return max(found, key=os.path.getmtime) if found else None
 
 
+def find_simulator():
+    """The built simulated GPU's library folder, or None."""
+    env = os.environ.get("PHASEALLOC_SIMCUDA_DIR")
+    if env:
+        return env if os.path.exists(os.path.join(env, "libcudart.so.13")) else None
+    found = glob.glob(os.path.join(REPO, "build*", "simcuda", "lib", "libcudart.so.13"))
+    return os.path.dirname(max(found, key=os.path.getmtime)) if found else None
+
+
+def on_simulator():
+    """Whether the scenarios run on the simulated GPU rather than a real one."""
+    forced = os.environ.get("PHASEALLOC_GPU_TESTS")
+    if forced in ("sim", "gpu"):
+        return forced == "sim"
+    return not os.path.exists("/dev/nvidiactl")
+
+
+def launcher():
+    """The command prefix that starts a child the way users start jobs (on the simulator here)."""
+    return [LAUNCHER, "--sim-gpu"] if on_simulator() else [LAUNCHER]
+
+
 def skip_reason():
     """Why the GPU tests cannot run here, or None."""
-    try:
-        import torch
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
         return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device (torch.cuda.is_available() is False)"
     if find_library() is None:
         return "libphasealloc_torch.so not found: build it and set PHASEALLOC_LIBRARY"
+    if on_simulator():
+        return None if find_simulator() else "no GPU and no simulated GPU (build tools/simcuda)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
     return None
 
 
@@ -58,11 +88,14 @@ def child_env(conf):
     env["PHASEALLOC_LIBRARY"] = find_library()
     env["PHASEALLOC_CONF"] = conf
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if on_simulator():
+        env["PHASEALLOC_SIMCUDA_DIR"] = find_simulator()
+        env.setdefault("SIMCUDA_GPU", "quiet:1")
     return env
 
 
 def run_scenario(test_file, scenario, conf):
-    out = subprocess.run([LAUNCHER, sys.executable, os.path.abspath(test_file), scenario], env=child_env(conf),
+    out = subprocess.run(launcher() + ["--", sys.executable, os.path.abspath(test_file), scenario], env=child_env(conf),
                          capture_output=True, text=True, timeout=600)
     print(out.stdout)
     print(out.stderr, file=sys.stderr)

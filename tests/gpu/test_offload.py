@@ -23,18 +23,18 @@ CHUNKS = 6
 
 def _chunks(torch, seed):
     """CHUNKS tensors of CHUNK_BYTES each, of several dtypes and shapes, different every seed."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # made on the host, copied: real bytes on any GPU
     n32 = CHUNK_BYTES // 4
     out = [
-        torch.randn(n32, device="cuda", generator=g),
-        torch.randn(CHUNK_BYTES // 2, device="cuda", generator=g).half().view(1024, -1),
-        torch.randn(CHUNK_BYTES // 2, device="cuda", generator=g).to(torch.bfloat16),
-        torch.randint(-2**40, 2**40, (CHUNK_BYTES // 8,), device="cuda", generator=g, dtype=torch.int64),
-        torch.randn(n32, device="cuda", generator=g).view(256, 16, -1),
-        torch.randint(0, 255, (CHUNK_BYTES,), device="cuda", generator=g, dtype=torch.uint8),
+        torch.randn(n32, generator=g),
+        torch.randn(CHUNK_BYTES // 2, generator=g).half().view(1024, -1),
+        torch.randn(CHUNK_BYTES // 2, generator=g).to(torch.bfloat16),
+        torch.randint(-2**40, 2**40, (CHUNK_BYTES // 8,), generator=g, dtype=torch.int64),
+        torch.randn(n32, generator=g).view(256, 16, -1),
+        torch.randint(0, 255, (CHUNK_BYTES,), generator=g, dtype=torch.uint8),
     ]
     assert len(out) == CHUNKS and all(t.numel() * t.element_size() == CHUNK_BYTES for t in out)
-    return out
+    return [t.to("cuda") for t in out]
 
 
 def scenario_round_trip(torch, phasealloc):
@@ -48,7 +48,8 @@ def scenario_round_trip(torch, phasealloc):
         torch.cuda._sleep(20_000_000)  # the producer is still busy: the copies must wait for it
         handles = [off.offload(t) for t in chunks]
         del chunks  # the GPU memory goes back: reused only after the copies read it
-        clobber = [torch.full((CHUNK_BYTES // 4,), -1.0, device="cuda") for _ in range(CHUNKS)]
+        # Written through host copies: real on a simulated GPU too (a fill kernel would not run there).
+        clobber = [torch.full((CHUNK_BYTES // 4,), -1.0).to("cuda") for _ in range(CHUNKS)]
         assert all(h.pinned and h.host.is_pinned() for h in handles), [h.pinned for h in handles]
         with torch.cuda.stream(copy_stream):
             torch.cuda._sleep(20_000_000)  # slow reload copies: their buffers must not be reused early
@@ -102,7 +103,7 @@ def scenario_over_budget_falls_back_to_pageable(torch, phasealloc):
 
 def scenario_host_buffer(torch, phasealloc):
     s = torch.cuda.Stream()
-    src = torch.arange(CHUNK_BYTES // 4, device="cuda", dtype=torch.float32)
+    src = torch.arange(CHUNK_BYTES // 4, dtype=torch.float32).to("cuda")
     for _ in range(4):
         buf = phasealloc.host_buffer(CHUNK_BYTES)
         host = buf.tensor(torch.float32)

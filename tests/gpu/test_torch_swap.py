@@ -17,20 +17,28 @@ import os
 import subprocess
 import sys
 
-from gpu_harness import (DEVICES, LAUNCHER, MIB, child_main, find_library, run_scenario, scenarios,
+from gpu_harness import (DEVICES, MIB, child_env, child_main, find_library, launcher, run_scenario, scenarios,
                          skip_reason)
 
 # --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
+#
+# Contents are written and read through host copies (`host.cuda()`, `.cpu()`), never through
+# kernels: copies are real on the simulated GPU as on a real one, kernel results are not.
+
+
+def on_device(torch, host):
+    """`host` copied to the GPU: a real write on a real or a simulated GPU."""
+    return host.to("cuda")
 
 def scenario_swap(torch, phasealloc):
     assert phasealloc.is_enabled(), "the PHASEALLOC=1 start-up hook did not enable phasealloc"
-    x = torch.ones(1024, device="cuda")  # CUDA lazy init happens after the swap
+    x = on_device(torch, torch.ones(1024))  # CUDA lazy init happens after the swap
     backend = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else "?"
     assert backend in ("pluggable", "?"), backend
     s = phasealloc.stats()
     assert s["allocated_bytes.all.current"] >= 4096, s["allocated_bytes.all.current"]
     assert s["phasealloc"]["device"] in ("cuda_vmm", "cuda_runtime"), s["phasealloc"]
-    assert float(x.sum()) == 1024.0
+    assert torch.equal(x.cpu(), torch.ones(1024))
     print("device", s["phasealloc"]["device"], "policy", s["phasealloc"]["policy"])
 
 
@@ -41,32 +49,31 @@ def scenario_phases_and_streams(torch, phasealloc):
     with phasealloc.phase("generation"):
         for i, n in enumerate(sizes):
             with torch.cuda.stream(s1 if i % 2 else s2):
-                kept[("gen", i)] = torch.full((n,), float(i + 1), device="cuda")
+                kept[("gen", i)] = on_device(torch, torch.full((n,), float(i + 1)))
                 transient = torch.empty(n * 2, device="cuda")  # freed at once: its block is reused
                 del transient
     with phasealloc.phase("training"):
         for i, n in enumerate(sizes):
-            kept[("train", i)] = torch.arange(n, device="cuda", dtype=torch.float32)
+            kept[("train", i)] = on_device(torch, torch.arange(n, dtype=torch.float32))
         for i in range(1, len(sizes), 2):  # free some generation tensors in the training phase
             del kept[("gen", i)]
     torch.cuda.synchronize()
     for (kind, i), t in kept.items():
-        expected = torch.full_like(t, float(i + 1)) if kind == "gen" else torch.arange(sizes[i], device="cuda",
-                                                                                          dtype=torch.float32)
-        assert torch.equal(t, expected), (kind, i)
+        expected = torch.full((sizes[i],), float(i + 1)) if kind == "gen" else torch.arange(sizes[i], dtype=torch.float32)
+        assert torch.equal(t.cpu(), expected), (kind, i)
 
     # record_stream: a block used on another stream is not reused until that stream's work is done.
     n = 64 * MIB // 4
-    src = torch.full((n,), 7.0, device="cuda")  # allocated on the default stream
+    src = on_device(torch, torch.full((n,), 7.0))  # allocated on the default stream
     out = torch.empty(n, device="cuda")
     with torch.cuda.stream(s2):
         torch.cuda._sleep(200_000_000)  # keep s2 busy for a while
         out.copy_(src)
     src.record_stream(s2)
     del src
-    clobber = torch.full((n,), -1.0, device="cuda")  # must not land on src's block before s2 read it
+    clobber = on_device(torch, torch.full((n,), -1.0))  # must not land on src's block before s2 read it
     torch.cuda.synchronize()
-    assert float(out.min()) == 7.0 and float(out.max()) == 7.0, "a block was reused while s2 still read it"
+    assert torch.equal(out.cpu(), torch.full((n,), 7.0)), "a block was reused while s2 still read it"
     del clobber
 
     phases = {p["name"]: p for p in phasealloc.stats()["phases"]}
@@ -144,8 +151,8 @@ def scenario_oom(torch, phasealloc):
         assert kind == "OutOfMemoryError", "the companion library exists but a RuntimeError was raised"
     print("oom raised", kind, "(companion %s)" % ("present" if os.path.exists(companion) else "absent"))
     assert phasealloc.stats()["num_ooms"] == 1
-    small = torch.ones(1000, device="cuda")  # the process goes on
-    assert float(small.sum()) == 1000.0
+    small = on_device(torch, torch.ones(1000))  # the process goes on
+    assert torch.equal(small.cpu(), torch.ones(1000))
     del keep
 
 
@@ -196,13 +203,13 @@ if pytest is not None and __name__ != "__main__":
         run_scenario(__file__, scenario, "device:%s" % device)
 
     def test_a_child_process_inherits_the_swap():
-        env = dict(os.environ)
-        env["PHASEALLOC_LIBRARY"] = find_library()
+        env = child_env("")
+        env.pop("PHASEALLOC_CONF")
         code = ("import subprocess, sys\n"
                 "out = subprocess.run([sys.executable, '-c', 'import torch, phasealloc; "
                 "torch.ones(1, device=\"cuda\"); print(phasealloc.is_enabled())'], capture_output=True, text=True)\n"
                 "print(out.stdout.strip())\n")
-        out = subprocess.run([LAUNCHER, sys.executable, "-c", code], env=env, capture_output=True, text=True,
+        out = subprocess.run(launcher() + ["--", sys.executable, "-c", code], env=env, capture_output=True, text=True,
                              timeout=300)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip().endswith("True"), out.stdout + out.stderr

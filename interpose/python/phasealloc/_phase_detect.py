@@ -29,6 +29,7 @@ module forward; enable(detect_phases=False) or PHASEALLOC_DETECT=0 turns detecti
 """
 
 import functools
+import importlib
 import sys
 import threading
 
@@ -133,7 +134,11 @@ def _install_torch(torch):
     tensor = getattr(torch, "Tensor", None)
     if tensor is not None:
         _wrap(tensor, "backward", lambda f: _scoped("training", f))
-    optimizer_module = getattr(getattr(torch, "optim", None), "optimizer", None)
+    # By module name: torch 2.15 no longer keeps `optimizer` as an attribute of torch.optim.
+    try:
+        optimizer_module = importlib.import_module("torch.optim.optimizer")
+    except ImportError:
+        optimizer_module = None
     register_step = getattr(optimizer_module, "register_optimizer_step_pre_hook", None)
     if register_step is not None:
         _handles.append(register_step(_optimizer_step_pre_hook))
