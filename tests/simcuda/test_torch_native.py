@@ -101,3 +101,8 @@ def test_without_the_adaptations_cudnn_attention_fails_loudly():
     assert r["trained"] is False
     assert "CUDNN_STATUS_NOT_SUPPORTED" in r["error"]
     assert r["unemulated"] >= 1
+
+
+def test_new_device_memory_is_zero_or_the_configured_fill_byte():
+    assert sim_harness.run(SCENARIOS, "fresh_memory")["bytes"] == [0]
+    assert sim_harness.run(SCENARIOS, "fresh_memory", env={"SIMCUDA_GPU": "quiet:1,fill:0x5a"})["bytes"] == [0x5A]

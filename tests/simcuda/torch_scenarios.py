@@ -244,6 +244,15 @@ def scenario_llama_bf16():
     return result
 
 
+def scenario_fresh_memory():
+    """What a new allocation holds: zeros, or SIMCUDA_GPU's fill byte (read through a real copy)."""
+    import torch
+
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    x = torch.empty(3 * MIB, dtype=torch.uint8, device="cuda")
+    return {"bytes": sorted(set(x.cpu().tolist()))}
+
+
 def _consumer(queue, results):
     import torch
 
