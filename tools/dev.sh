@@ -93,8 +93,17 @@ demo() {
   log "report written to $build_dir/ppo-125m-report.html"
 }
 
+# pip install . into the venv, the way a user installs phasealloc (tests/simcuda/test_pip_install.py
+# runs the installed commands). Without build isolation, so the OOM companion sees the venv's torch.
+pip_install() {
+  log "pip install . into $venv_dir"
+  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
+  export PHASEALLOC_REQUIRE_PIP_INSTALL=1
+}
+
 test_all() {
   build
+  pip_install
   log "tests (release build)"
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
 

@@ -49,15 +49,16 @@ def test_missing_simulator_libraries_are_named():
 
 
 def test_an_installed_package_runs_on_the_simulated_gpu(tmp_path):
-    """cmake --install puts the stand-ins in the package (phasealloc/simcuda/), where the installed
-    launcher finds them without the source tree."""
+    """cmake --install --prefix X puts the stand-ins in the package (phasealloc/simcuda/), where the
+    installed launcher finds them, relative to itself, without the source tree."""
     sim_harness.skip_or_fail()
     build_dir = os.path.dirname(os.path.dirname(sim_harness.sim_dir()))
     subprocess.run(["cmake", "--install", build_dir, "--prefix", str(tmp_path)], check=True, capture_output=True)
     package_dir = os.path.join(str(tmp_path), "lib", "python3", "dist-packages")
     assert os.path.exists(os.path.join(package_dir, "phasealloc", "simcuda", "libcudart.so.13"))
-    env = dict(os.environ, PHASEALLOC_PYTHON_DIR=package_dir, SIMCUDA_GPU="quiet:1")
-    env.pop("PHASEALLOC_SIMCUDA_DIR", None)
+    env = dict(os.environ, SIMCUDA_GPU="quiet:1")
+    for name in ("PHASEALLOC_SIMCUDA_DIR", "PHASEALLOC_PYTHON_DIR"):
+        env.pop(name, None)
     env.pop("PHASEALLOC_LIBRARY", None)
     code = ("import torch; x = torch.ones(10, device='cuda'); "
             "print(torch.cuda.memory.get_allocator_backend(), torch.cuda.get_device_properties(0).total_memory)")

@@ -1,0 +1,60 @@
+"""phasealloc installed with `pip install .` into this interpreter (tools/dev.sh test does it): the
+installed phasealloc-run runs a job on the simulated GPU with phasealloc as the allocator, and out
+of memory is torch.cuda.OutOfMemoryError (the c10 companion was built against this torch)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import sim_harness
+
+JOB = """
+import torch, phasealloc
+assert phasealloc.__file__.startswith(PREFIX), phasealloc.__file__  # the installed package
+x = torch.arange(1 << 20, dtype=torch.float32).cuda()
+backend = torch.cuda.memory.get_allocator_backend()
+try:
+    torch.empty(90 << 30, dtype=torch.uint8, device="cuda")
+    kind = "none"
+except torch.cuda.OutOfMemoryError as e:
+    kind = "OutOfMemoryError" if "phasealloc: out of memory" in str(e) else "foreign"
+print("RESULT", backend, kind, torch.equal(x.cpu(), torch.arange(1 << 20, dtype=torch.float32)))
+"""
+
+
+def installed_launcher():
+    path = os.path.join(os.path.dirname(sys.executable), "phasealloc-run")
+    if os.path.exists(path):
+        return path
+    if os.environ.get("PHASEALLOC_REQUIRE_PIP_INSTALL") == "1":
+        pytest.fail("PHASEALLOC_REQUIRE_PIP_INSTALL=1 but %s does not exist (pip install . failed?)" % path)
+    pytest.skip("phasealloc is not pip-installed in this interpreter (tools/dev.sh test installs it)")
+
+
+def test_the_pip_installed_launcher_runs_a_job_on_the_simulated_gpu(tmp_path):
+    launcher = installed_launcher()
+    # A user's environment: none of the source tree's variables, run from elsewhere.
+    env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "SIMCUDA_GPU": "quiet:1"}
+    code = "PREFIX = %r\n" % sys.prefix + JOB
+    out = subprocess.run([launcher, "--sim-gpu", "--", "python", "-c", code], env=env, cwd=str(tmp_path),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = [l for l in out.stdout.splitlines() if l.startswith("RESULT")]
+    assert result == ["RESULT pluggable OutOfMemoryError True"], out.stdout + out.stderr
+
+
+def test_without_the_variable_the_installed_hook_imports_nothing():
+    installed_launcher()
+    env = dict(os.environ)
+    for name in ("PHASEALLOC", "PHASEALLOC_SIM_ADAPT", "PYTHONPATH"):
+        env.pop(name, None)
+    out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc' in sys.modules)"], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    env["PHASEALLOC_SIM_ADAPT"] = "1"  # the .pth does act on the variables it reads
+    out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc._autoload' in sys.modules)"], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
