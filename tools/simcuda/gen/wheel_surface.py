@@ -64,6 +64,12 @@ def needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out.stdout)
 
 
+def binds_now(path):
+    """Whether the dynamic linker binds every symbol at load (DT_FLAGS BIND_NOW or FLAGS_1 NOW)."""
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    return bool(re.search(r"\(FLAGS(_1)?\)\s+.*\bNOW\b|BIND_NOW", out))
+
+
 def strings(path, pattern):
     data = open(path, "rb").read()
     return {m.decode() for m in re.findall(rb"(?<![A-Za-z0-9_])(" + pattern + rb")\x00", data)}
@@ -151,7 +157,13 @@ def main():
              "# [symbols]: library, function, and how torch reaches it (import: an undefined symbol;",
              "# entry point: cudaGetDriverEntryPointByVersion / cuGetProcAddress; dlsym: dlopen'd library).",
              "[facts]"]
-    for key, value in sorted(versions(root).items()):
+    facts = versions(root)
+    # Lazy binding: a function missing from a stand-in fails only when first called, which is why
+    # tests/simcuda/test_surface.py checks every export ahead of time.
+    # Only the libraries that import CUDA functions matter (libgomp binds now, but imports none).
+    cuda_users = [p for p in elf_files(root) if any(n.startswith(("libcu", "libnv", "libnccl")) for n in needed(p))]
+    facts["binding"] = "now" if any(binds_now(p) for p in cuda_users) else "lazy"
+    for key, value in sorted(facts.items()):
         lines.append("%s = %s" % (key, value))
     lines.append("[libraries]")
     for library in sorted(nodes):
