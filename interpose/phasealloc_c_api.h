@@ -140,6 +140,39 @@ PHASEALLOC_API int phasealloc_host_free(void* ptr, int device, void* stream);
  * are still in flight stay. 0, or -1 for a bad device. */
 PHASEALLOC_API int phasealloc_host_trim(int device);
 
+/* --- events: the allocator's history, for a host that keeps PyTorch's memory history ---------- */
+
+/* What every engine reports, as PyTorch's TraceEntry actions. `addr` is the block or segment
+ * address (for OOM: the device's free bytes), `size` its bytes (for OOM: the request), `stream`
+ * the stream handle. */
+enum phasealloc_event_action {
+  PHASEALLOC_EVENT_ALLOC = 0,
+  PHASEALLOC_EVENT_FREE_REQUESTED = 1,
+  PHASEALLOC_EVENT_FREE_COMPLETED = 2,
+  PHASEALLOC_EVENT_SEGMENT_ALLOC = 3,
+  PHASEALLOC_EVENT_SEGMENT_FREE = 4,
+  PHASEALLOC_EVENT_SEGMENT_MAP = 5,
+  PHASEALLOC_EVENT_SEGMENT_UNMAP = 6,
+  PHASEALLOC_EVENT_OOM = 7
+};
+typedef struct phasealloc_event {
+  int device;
+  int action; /* enum phasealloc_event_action */
+  size_t addr;
+  size_t size;
+  void* stream;
+} phasealloc_event;
+/* Called on the thread that caused the event, under that device's engine lock: it must return
+ * quickly, must not throw, and must not call back into phasealloc. */
+typedef void (*phasealloc_event_fn)(const phasealloc_event* event, void* context);
+/* Sets the one listener (NULL: none). It sees every event of every engine from then on; the
+ * previous listener may still be running its last call when this returns. 0 always. */
+PHASEALLOC_API int phasealloc_set_event_listener(phasealloc_event_fn fn, void* context);
+
+/* Whether `ptr` lies in device memory phasealloc holds for some device: that device's ordinal,
+ * or -1. Silent (no misuse is reported for foreign pointers). */
+PHASEALLOC_API int phasealloc_owner_device(const void* ptr);
+
 /* --- errors ----------------------------------------------------------------------------------------- */
 
 /* The most recent error any thread reported ("" when none). */

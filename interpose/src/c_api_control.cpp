@@ -9,6 +9,7 @@
 
 #include "c_api_support.hpp"
 #include "engine_registry.hpp"
+#include "event_listener.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
 #include "phasealloc_c_api.h"
@@ -128,5 +129,22 @@ PHASEALLOC_API const char* phasealloc_last_error(void) {
 }
 
 PHASEALLOC_API void phasealloc_clear_last_error(void) { clear_last_error(); }
+
+PHASEALLOC_API int phasealloc_set_event_listener(phasealloc_event_fn fn, void* context) {
+  set_event_listener(fn, context);
+  return 0;
+}
+
+PHASEALLOC_API int phasealloc_owner_device(const void* ptr) {
+  try {
+    const auto addr = reinterpret_cast<device_address>(ptr);
+    for (device_slot* s : engine_registry::instance().created()) {
+      if (s->observer.holds(addr)) return s->ordinal;
+    }
+  } catch (...) {
+    // Out of host memory while listing the slots: no owner found.
+  }
+  return -1;
+}
 
 }  // extern "C"

@@ -12,6 +12,7 @@ device_slot::device_slot(int ordinal_in, std::unique_ptr<device> dev_in, std::un
       pol(std::move(pol_in)),
       eng(std::make_unique<engine>(*dev, *pol, options)),
       host(*dev, std::move(host_memory_in), host_budget_bytes) {
+  observer.set_ordinal(ordinal);
   eng->set_trace_sink(&observer);
 }
 

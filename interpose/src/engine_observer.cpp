@@ -1,5 +1,7 @@
 #include "engine_observer.hpp"
 
+#include "event_listener.hpp"
+
 namespace phasealloc::interpose {
 
 void engine_observer::on_event(const trace_record& record) noexcept {
@@ -21,6 +23,7 @@ void engine_observer::on_event(const trace_record& record) noexcept {
       break;
     default: break;
   }
+  notify_event_listener(ordinal_, record);
   if (trace_sink* sink = forward()) sink->on_event(record);
 }
 

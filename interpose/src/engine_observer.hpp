@@ -8,6 +8,7 @@
 // Approach: the observer is the engine's permanent sink. It keeps the address ranges the engine
 //   holds memory for (segment_alloc/segment_map add, segment_free/segment_unmap remove: rare
 //   events, so its mutex is cold) and forwards every event to the current recorder, if any.
+//   Every event also goes to the process's event listener, if one is set (event_listener.hpp).
 //   Swapping the recorder: store the pointer, then call engine::set_trace_sink(&observer) again.
 //   That call takes the engine's lock, so when it returns no on_event still uses the old
 //   recorder, which may then be flushed and destroyed (see trace_control.cpp).
@@ -33,12 +34,15 @@ class engine_observer final : public trace_sink {
 
   /// The sink events are forwarded to (nullptr: none). See the note on swapping.
   void set_forward(trace_sink* sink) noexcept { forward_.store(sink, std::memory_order_release); }
+  /// The GPU ordinal named in events passed to the process's event listener (event_listener.hpp).
+  void set_ordinal(int ordinal) noexcept { ordinal_ = ordinal; }
   trace_sink* forward() const noexcept { return forward_.load(std::memory_order_acquire); }
 
  private:
   mutable std::mutex mutex_;
   address_ranges ranges_;
   std::atomic<trace_sink*> forward_{nullptr};
+  int ordinal_ = -1;  ///< Set before the engine reports anything.
 };
 
 }  // namespace phasealloc::interpose

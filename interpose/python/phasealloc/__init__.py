@@ -9,10 +9,12 @@
 or, with no code change: PHASEALLOC=1 python train.py (every process that inherits the variable
 swaps its allocator at `import torch`), or phasealloc-run python train.py.
 
-enable() loads libphasealloc_torch.so (PHASEALLOC_LIBRARY, else the copy inside this package),
-makes it torch's CUDA allocator through torch.cuda.memory.CUDAPluggableAllocator and
-change_current_allocator, routes empty_cache / set_per_process_memory_fraction / record_stream to
-it, answers torch.cuda's memory statistics and snapshots from its books, and detects phases.
+enable() loads libphasealloc_torch.so (PHASEALLOC_LIBRARY, else the copy inside this package) and
+makes it torch's CUDA allocator: through the c10 bridge (libphasealloc_c10.so, built against the
+installed torch: PyTorch's whole allocator API works, private pools and CUDA graphs are served by
+PyTorch's native allocator), else through torch.cuda.memory.CUDAPluggableAllocator (see _bridge.py).
+It routes empty_cache / set_per_process_memory_fraction / record_stream to it, keeps torch.cuda's
+memory statistics and snapshots answering from its books, and detects phases.
 Configuration: PHASEALLOC_CONF (see interpose/README.md), or enable(conf=...).
 Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.offload).
 
@@ -82,22 +84,40 @@ def enable(conf=None, detect_phases=True, library=None):
         warnings.warn("phasealloc: device:sim hands torch fake addresses; only tests and tools may use it",
                       RuntimeWarning, stacklevel=2)
 
-    path = _library.library_path()
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "phasealloc_malloc", "phasealloc_free")
-    hooks = getattr(allocator, "_allocator", None)
-    for setter, symbol in _HOOKS:
-        set_fn = getattr(hooks, setter, None)
-        if set_fn is not None:
-            set_fn(_library.function_address(symbol))
-    try:
-        torch.cuda.memory.change_current_allocator(allocator)
-    except RuntimeError as exc:  # "Can't swap an already initialized allocator"
-        warnings.warn("%s (%s)" % (CUDA_INITIALIZED_MESSAGE, exc), RuntimeWarning, stacklevel=2)
-        return False
-    _allocator = allocator
-    _enabled = True
-    _torch_api.install()
-    _limits.install()
+    from . import _bridge
+
+    bridge_mode = _bridge.mode()
+    if bridge_mode != "pluggable":
+        try:
+            _bridge.install(torch, _library.library_path())
+        except _bridge.BridgeUnavailable as exc:
+            if bridge_mode == "c10":
+                raise PhaseallocError("phasealloc: PHASEALLOC_BRIDGE=c10 but the c10 bridge is unavailable: %s" % exc)
+            warnings.warn(
+                "phasealloc: c10 bridge unavailable (%s); using CUDAPluggableAllocator: torch.cuda.MemPool, CUDA "
+                "graph capture and CUDA IPC export are refused in this process (see phasealloc._limits)" % exc,
+                RuntimeWarning, stacklevel=2)
+    if _bridge.active():
+        _enabled = True
+    else:
+        path = _library.library_path()
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "phasealloc_malloc", "phasealloc_free")
+        hooks = getattr(allocator, "_allocator", None)
+        for setter, symbol in _HOOKS:
+            set_fn = getattr(hooks, setter, None)
+            if set_fn is not None:
+                set_fn(_library.function_address(symbol))
+        try:
+            torch.cuda.memory.change_current_allocator(allocator)
+        except RuntimeError as exc:  # "Can't swap an already initialized allocator"
+            warnings.warn("%s (%s)" % (CUDA_INITIALIZED_MESSAGE, exc), RuntimeWarning, stacklevel=2)
+            return False
+        _allocator = allocator
+        _enabled = True
+        # Through the pluggable allocator torch's memory API raises: answer it from our books, and
+        # make what cannot work fail clearly.
+        _torch_api.install()
+        _limits.install()
     if detect_phases:
         from . import _phase_detect
 

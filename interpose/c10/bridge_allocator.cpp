@@ -1,0 +1,317 @@
+#include "bridge_allocator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include "books.hpp"
+#include "phasealloc_c_api.h"
+
+namespace phasealloc::c10_bridge {
+namespace {
+
+constexpr int max_devices = 64;  // phasealloc's ordinals (interpose/src/engine_registry.hpp)
+
+std::atomic<bridge_allocator*> g_bridge{nullptr};
+
+// One deleter per ordinal: a DataPtr's deleter then names both the owner (phasealloc) and the
+// device, with no per-allocation context to allocate.
+template <int device>
+void delete_on(void* ptr) {
+  bridge_allocator::free_engine_block(ptr, device);
+}
+
+template <std::size_t... devices>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(devices)> make_deleters(std::index_sequence<devices...>) {
+  return {&delete_on<static_cast<int>(devices)>...};
+}
+
+constexpr std::array<c10::DeleterFnPtr, max_devices> k_deleters = make_deleters(std::make_index_sequence<max_devices>{});
+
+void raw_delete_fn(void* ptr) {
+  if (bridge_allocator* bridge = g_bridge.load(std::memory_order_acquire)) bridge->raw_delete(ptr);
+}
+
+bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
+
+bool is_out_of_memory(const std::string& message) { return message.rfind("CUDA out of memory", 0) == 0; }
+
+}  // namespace
+
+bridge_allocator::bridge_allocator(cca::CUDAAllocator* native) : native_(native) {
+  TORCH_INTERNAL_ASSERT(native_ != nullptr, "phasealloc: no native CUDA allocator to keep");
+  g_bridge.store(this, std::memory_order_release);
+}
+
+bool bridge_allocator::owns(const c10::DataPtr& data) {
+  const c10::DeleterFnPtr deleter = data.get_deleter();
+  return std::find(k_deleters.begin(), k_deleters.end(), deleter) != k_deleters.end();
+}
+
+void bridge_allocator::free_engine_block(void* ptr, int device) {
+  bridge_allocator* bridge = g_bridge.load(std::memory_order_acquire);
+  memory_history::pending_guard pending(bridge != nullptr ? bridge->history_.gather_for_free() : nullptr);
+  phasealloc_free(ptr, 0, device, nullptr);
+}
+
+// --- allocation ------------------------------------------------------------------------------------
+
+void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream) {
+  TORCH_CHECK(device >= 0 && device < max_devices, "phasealloc: device ", static_cast<int>(device),
+              " is beyond the ", max_devices, " GPUs phasealloc handles");
+  void* ptr = nullptr;
+  {
+    memory_history::pending_guard pending(history_.gather_for_alloc());
+    ptr = phasealloc_try_malloc(static_cast<ssize_t>(bytes), device, stream);
+  }
+  if (ptr != nullptr) return ptr;
+  const std::string message = phasealloc_last_error();
+  if (is_out_of_memory(message)) {
+    report_oom(device, bytes, stream, message);
+    C10_THROW_ERROR(OutOfMemoryError, message);
+  }
+  TORCH_CHECK(false, message);
+}
+
+void bridge_allocator::report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream,
+                                  const std::string& /*message*/) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  {
+    c10::cuda::CUDAGuard guard(device);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+  }
+  history_.on_oom(device, free_bytes, bytes, stream);
+  std::vector<cca::OutOfMemoryObserver> observers;
+  {
+    std::lock_guard lock(observers_mutex_);
+    observers = oom_observers_;
+  }
+  if (observers.empty()) return;
+  const auto allocated = static_cast<std::size_t>(engine_stats(device).allocated_bytes[0].current);
+  for (const auto& observer : observers) observer(device, allocated, total_bytes, free_bytes);
+}
+
+c10::DataPtr bridge_allocator::allocate(std::size_t bytes) {
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  const c10::Device where(c10::DeviceType::CUDA, device);
+  if (bytes == 0) return {nullptr, where};
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  if (!isEnabled() || routes_.routed(device, stream)) return native_->allocate(bytes);
+  void* ptr = engine_malloc(bytes, device, stream);
+  return {ptr, ptr, k_deleters[static_cast<std::size_t>(device)], where};
+}
+
+c10::DeleterFnPtr bridge_allocator::raw_deleter() const { return &raw_delete_fn; }
+
+void bridge_allocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
+}
+
+void* bridge_allocator::raw_alloc(std::size_t bytes) {
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  return raw_alloc_with_stream(bytes, c10::cuda::getCurrentCUDAStream(device).stream());
+}
+
+void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return nullptr;
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  const bool to_native = !isEnabled() || routes_.routed(device, stream);
+  void* ptr = to_native ? native_->raw_alloc_with_stream(bytes, stream) : engine_malloc(bytes, device, stream);
+  try {
+    std::lock_guard lock(raw_mutex_);
+    raw_owner_[ptr] = to_native ? -1 : device;
+  } catch (...) {
+    // Out of host memory for the map: raw_delete still finds the owner by address.
+  }
+  return ptr;
+}
+
+void bridge_allocator::raw_delete(void* ptr) {
+  if (ptr == nullptr) return;
+  int owner = -2;  // unknown
+  {
+    std::lock_guard lock(raw_mutex_);
+    if (const auto it = raw_owner_.find(ptr); it != raw_owner_.end()) {
+      owner = it->second;
+      raw_owner_.erase(it);
+    }
+  }
+  if (owner == -2) owner = phasealloc_owner_device(ptr);
+  if (owner >= 0) {
+    free_engine_block(ptr, owner);
+  } else {
+    native_->raw_delete(ptr);
+  }
+}
+
+void bridge_allocator::init(int device_count) {
+  native_->init(device_count);
+  phasealloc_init(device_count);
+  device_count_.store(device_count, std::memory_order_relaxed);
+  initialized_.store(true, std::memory_order_release);
+}
+
+void bridge_allocator::emptyCache(c10::MempoolId_t pool) {
+  if (is_default_pool(pool)) phasealloc_reset();
+  native_->emptyCache(pool);
+}
+
+void bridge_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
+  if (owns(data)) {
+    phasealloc_record_stream(data.get(), stream.stream());
+  } else {
+    native_->recordStream(data, stream);
+  }
+}
+
+double bridge_allocator::getMemoryFraction(c10::DeviceIndex device) { return engine_memory_fraction(device); }
+
+void bridge_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  phasealloc_memory_fraction(fraction, device);
+  native_->setMemoryFraction(fraction, device);
+}
+
+std::vector<cca::StreamSegmentSize> bridge_allocator::getExpandableSegmentSizes(c10::DeviceIndex device) {
+  return native_->getExpandableSegmentSizes(device);
+}
+
+void bridge_allocator::enable(bool value) {
+  enabled_.store(value, std::memory_order_relaxed);
+  native_->enable(value);
+}
+
+void bridge_allocator::cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) {
+  native_->cacheInfo(device, largest_block);  // starts from the device's free bytes when *largest_block is 0
+  *largest_block = std::max(*largest_block, engine_largest_free_block(device));
+}
+
+void* bridge_allocator::getBaseAllocation(void* ptr, std::size_t* size) {
+  if (phasealloc_owner_device(ptr) >= 0) return ptr;  // as CUDAPluggableAllocator answers
+  return native_->getBaseAllocation(ptr, size);
+}
+
+// --- books ---------------------------------------------------------------------------------------------
+
+bool bridge_allocator::native_holds_memory(c10::DeviceIndex device) {
+  const auto stats = native_->getDeviceStats(device);
+  return stats.reserved_bytes[0].allocated > 0 || stats.allocation[0].allocated > 0;
+}
+
+c10::CachingDeviceAllocator::DeviceStats bridge_allocator::getDeviceStats(c10::DeviceIndex device) {
+  auto stats = engine_stats(device);
+  if (initialized() && native_holds_memory(device)) add_stats(stats, native_->getDeviceStats(device));
+  return stats;
+}
+
+void bridge_allocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  TORCH_CHECK(phasealloc_reset_accumulated_stats(device) == 0, "phasealloc: ", phasealloc_last_error());
+  if (initialized()) native_->resetAccumulatedStats(device);
+}
+
+void bridge_allocator::resetPeakStats(c10::DeviceIndex device) {
+  TORCH_CHECK(phasealloc_reset_peak_stats(device) == 0, "phasealloc: ", phasealloc_last_error());
+  if (initialized()) native_->resetPeakStats(device);
+}
+
+cca::SnapshotInfo bridge_allocator::snapshot(c10::MempoolId_t pool, bool include_traces) {
+  if (!is_default_pool(pool)) return native_->snapshot(pool, include_traces);  // a MemPool's: native's
+  cca::SnapshotInfo out = native_->snapshot(pool, include_traces);
+  for (auto& segment : engine_segments()) {
+    std::size_t addr = segment.address;
+    for (auto& block : segment.blocks) {
+      if (block.active) block.context_when_allocated = history_.block_context(addr);
+      addr += block.size;
+    }
+    out.segments.push_back(std::move(segment));
+  }
+  std::sort(out.segments.begin(), out.segments.end(),
+            [](const auto& a, const auto& b) { return std::pair(a.device, a.address) < std::pair(b.device, b.address); });
+  if (include_traces) {
+    const auto devices = static_cast<std::size_t>(std::max(device_count_.load(std::memory_order_relaxed), 1));
+    if (out.device_traces.size() < devices) out.device_traces.resize(devices);
+    for (std::size_t d = 0; d < out.device_traces.size(); ++d) {
+      auto& traces = out.device_traces[d];
+      auto ours = history_.entries(static_cast<c10::DeviceIndex>(d));
+      traces.insert(traces.end(), std::make_move_iterator(ours.begin()), std::make_move_iterator(ours.end()));
+      std::stable_sort(traces.begin(), traces.end(),
+                       [](const auto& a, const auto& b) { return a.time_.t_ < b.time_.t_; });
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<c10::GatheredContext> bridge_allocator::getContextForPointer(const void* ptr) {
+  if (phasealloc_owner_device(ptr) >= 0) return history_.block_context(reinterpret_cast<std::size_t>(ptr));
+  return native_->getContextForPointer(ptr);
+}
+
+void bridge_allocator::recordHistory(bool enabled, cca::CreateContextFn recorder, std::size_t max_entries,
+                                     cca::RecordContext when, bool clear,
+                                     const std::vector<std::string>& skip_actions) {
+  history_.configure(enabled, recorder, max_entries, when, clear, skip_actions);
+  native_->recordHistory(enabled, recorder, max_entries, when, clear, skip_actions);
+}
+
+void bridge_allocator::recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) {
+  native_->recordAnnotation(md);  // kept in native's external_annotations, which the snapshot returns
+}
+
+void bridge_allocator::attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) {
+  {
+    std::lock_guard lock(observers_mutex_);
+    oom_observers_.push_back(observer);
+  }
+  native_->attachOutOfMemoryObserver(std::move(observer));
+}
+
+void bridge_allocator::attachOomRejectionObserver(cca::OomRejectionObserver observer) {
+  native_->attachOomRejectionObserver(std::move(observer));
+}
+
+void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) {
+  history_.attach_tracker(tracker);
+  native_->attachAllocatorTraceTracker(std::move(tracker));
+}
+
+void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self) noexcept {
+  static_cast<bridge_allocator*>(self)->history_.on_event(*event);
+}
+
+// --- pools, IPC, peers ---------------------------------------------------------------------------------
+
+void bridge_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                           std::function<bool(cudaStream_t)> filter) {
+  native_->beginAllocateToPool(device, pool, filter);
+  routes_.begin(device, pool, std::move(filter));
+}
+
+void bridge_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  routes_.end(device, pool);
+  native_->endAllocateToPool(device, pool);
+}
+
+cca::ShareableHandle bridge_allocator::shareIpcHandle(void* ptr) {
+  TORCH_CHECK(phasealloc_owner_device(ptr) < 0,
+              "phasealloc: CUDA IPC export of memory phasealloc holds is not supported (", ptr,
+              "). Allocate the tensors you share inside `with torch.cuda.use_mem_pool(torch.cuda.MemPool()):` "
+              "(PyTorch's own allocator serves that pool and exports it), or run this process with "
+              "PHASEALLOC=0.");
+  return native_->shareIpcHandle(ptr);
+}
+
+cudaError_t bridge_allocator::memcpyAsync(void* dst, int dst_device, const void* src, int src_device,
+                                          std::size_t count, cudaStream_t stream, bool p2p_enabled) {
+  if (p2p_enabled || dst_device == src_device) {
+    return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+  }
+  // phasealloc's virtual-memory segments are not peer-mapped by cudaDeviceEnablePeerAccess.
+  return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
+}
+
+}  // namespace phasealloc::c10_bridge

@@ -1,0 +1,156 @@
+// The c10 bridge: phasealloc as PyTorch's CUDA allocator object (a c10 CUDAAllocator), with
+// PyTorch's native allocator kept alongside for what only it implements.
+//
+// Glossary
+//   bridge    this allocator: current CUDA allocator of the process after phasealloc.enable().
+//   native    the allocator PyTorch had before the swap (its caching allocator), kept alive.
+//   route     an active beginAllocateToPool (graph capture, use_mem_pool): allocations it
+//             accepts go to native's private pool (pool_routes.hpp).
+//
+// Design note
+// Rationale: through CUDAPluggableAllocator phasealloc gets malloc and free only: PyTorch then
+//   refuses MemPool (createOrIncrefPool), CUDA graph pools, CUDA IPC, memory stats, snapshots
+//   and history (facts 1.3), which breaks vLLM sleep mode, torch_memory_saver, vLLM's CUDA graphs
+//   and every framework that logs torch.cuda.max_memory_allocated(). A full CUDAAllocator,
+//   built against the torch it runs in, answers all of them through PyTorch's own entry points.
+// Approach: ordinary allocations go to phasealloc's engines (the C API of libphasealloc_torch.so);
+//   private pools, graph capture, checkpointed pool state and IPC receive are delegated to the
+//   native allocator, which owns those semantics; frees reach whoever allocated (the DataPtr's
+//   deleter says so; raw pointers are looked up). Stats and snapshots are phasealloc's books plus
+//   native's (non-zero only when pools were used), history comes from memory_history.
+// Limitations: built per torch version (the class layout is torch's); CUDA IPC export of memory
+//   phasealloc holds is refused with an error naming the workaround (use_mem_pool); peaks add
+//   the two allocators' peaks when both hold memory.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include "memory_history.hpp"
+#include "pool_routes.hpp"
+
+namespace phasealloc::c10_bridge {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+
+class bridge_allocator final : public cca::CUDAAllocator {
+ public:
+  explicit bridge_allocator(cca::CUDAAllocator* native);
+
+  /// Whether `data` was allocated by phasealloc through this bridge.
+  static bool owns(const c10::DataPtr& data);
+  /// Frees a pointer phasealloc allocated on `device` (the DataPtr deleters end here).
+  static void free_engine_block(void* ptr, int device);
+
+  // c10::Allocator
+  c10::DataPtr allocate(std::size_t bytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  // c10::DeviceAllocator
+  bool initialized() override { return initialized_.load(std::memory_order_acquire); }
+  void emptyCache(c10::MempoolId_t pool) override;
+  using cca::CUDAAllocator::recordStream;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+
+  // CUDAAllocator: allocation
+  void* raw_alloc(std::size_t bytes) override;
+  void* raw_alloc_with_stream(std::size_t bytes, cudaStream_t stream) override;
+  void raw_delete(void* ptr) override;
+  void init(int device_count) override;
+  double getMemoryFraction(c10::DeviceIndex device) override;
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override;
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex device) override;
+  void enable(bool value) override;
+  bool isEnabled() const override { return enabled_.load(std::memory_order_relaxed); }
+  void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) override;
+  void* getBaseAllocation(void* ptr, std::size_t* size) override;
+  void recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) override;
+
+  // CUDAAllocator: books and history
+  cca::SnapshotInfo snapshot(c10::MempoolId_t pool, bool include_traces) override;
+  bool isHistoryEnabled() override { return history_.enabled(); }
+  std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* ptr) override;
+  void recordHistory(bool enabled, cca::CreateContextFn recorder, std::size_t max_entries, cca::RecordContext when,
+                     bool clear, const std::vector<std::string>& skip_actions) override;
+  void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override;
+  void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override;
+  void attachOomRejectionObserver(cca::OomRejectionObserver observer) override;
+  void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override;
+
+  // CUDAAllocator: private pools and graphs (native's)
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                           std::function<bool(cudaStream_t)> filter) override;
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool) override;
+  void markCaptureBegin(c10::DeviceIndex device) override { native_->markCaptureBegin(device); }
+  void markCaptureEnd(c10::DeviceIndex device) override { native_->markCaptureEnd(device); }
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) override { native_->releasePool(device, pool); }
+  int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t pool) override {
+    return native_->getPoolUseCount(device, pool);
+  }
+  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    native_->createOrIncrefPool(device, pool, std::move(allocator));
+  }
+  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t pool, bool use_on_oom) override {
+    native_->setUseOnOOM(device, pool, use_on_oom);
+  }
+  void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t pool) override { native_->setNoSplit(device, pool); }
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                const std::unordered_set<void*>& expected) override {
+    return native_->checkPoolLiveAllocations(device, pool, expected);
+  }
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device, c10::MempoolId_t pool) override {
+    return native_->getCheckpointState(device, pool);
+  }
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<cca::AllocatorState> state) override {
+    return native_->setCheckpointPoolState(device, std::move(state));
+  }
+  c10::DataPtr allocateWithAddress(std::size_t size, void* addr) override {
+    return native_->allocateWithAddress(size, addr);
+  }
+
+  // CUDAAllocator: IPC and peers
+  cca::ShareableHandle shareIpcHandle(void* ptr) override;
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override { return native_->getIpcDevPtr(std::move(handle)); }
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    native_->enablePeerAccess(dev, dev_to_access);
+  }
+  cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t count,
+                          cudaStream_t stream, bool p2p_enabled) override;
+
+  std::string name() override { return "phasealloc"; }
+
+  /// The listener phasealloc calls with every engine event (installed by the entry point).
+  static void on_engine_event(const phasealloc_event* event, void* self) noexcept;
+
+ private:
+  void* engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream);
+  void report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream, const std::string& message);
+  bool native_holds_memory(c10::DeviceIndex device);
+
+  cca::CUDAAllocator* native_;  ///< Never null; PyTorch never destroys its native allocator.
+  pool_routes routes_;
+  memory_history history_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<bool> enabled_{true};
+  std::atomic<int> device_count_{0};
+
+  std::mutex raw_mutex_;
+  std::unordered_map<void*, int> raw_owner_;  ///< raw_alloc pointers: device (engine) or -1 (native).
+
+  std::mutex observers_mutex_;
+  std::vector<cca::OutOfMemoryObserver> oom_observers_;
+};
+
+}  // namespace phasealloc::c10_bridge

@@ -1,0 +1,144 @@
+#include "memory_history.hpp"
+
+#include <algorithm>
+
+#include <c10/util/Exception.h>
+
+namespace phasealloc::c10_bridge {
+namespace {
+
+thread_local context_ptr t_pending;
+
+constexpr std::size_t action_count = static_cast<std::size_t>(TraceEntry::ANNOTATE) + 1;
+
+TraceEntry::Action to_action(int action) {
+  switch (action) {
+    case PHASEALLOC_EVENT_ALLOC: return TraceEntry::ALLOC;
+    case PHASEALLOC_EVENT_FREE_REQUESTED: return TraceEntry::FREE_REQUESTED;
+    case PHASEALLOC_EVENT_FREE_COMPLETED: return TraceEntry::FREE_COMPLETED;
+    case PHASEALLOC_EVENT_SEGMENT_ALLOC: return TraceEntry::SEGMENT_ALLOC;
+    case PHASEALLOC_EVENT_SEGMENT_FREE: return TraceEntry::SEGMENT_FREE;
+    case PHASEALLOC_EVENT_SEGMENT_MAP: return TraceEntry::SEGMENT_MAP;
+    case PHASEALLOC_EVENT_SEGMENT_UNMAP: return TraceEntry::SEGMENT_UNMAP;
+    default: return TraceEntry::OOM;
+  }
+}
+
+}  // namespace
+
+memory_history::pending_guard::pending_guard(context_ptr context) { t_pending = std::move(context); }
+memory_history::pending_guard::~pending_guard() { t_pending.reset(); }
+
+void memory_history::configure(bool enabled, CreateContextFn recorder, std::size_t max_entries, RecordContext when,
+                               bool clear, const std::vector<std::string>& skip_actions) {
+  TORCH_CHECK(when == RecordContext::NEVER || recorder != nullptr,
+              "phasealloc: recording stack frames needs a context recorder");
+  std::vector<bool> skip(action_count, false);
+  for (const std::string& name : skip_actions) {
+    skip[static_cast<std::size_t>(c10::CachingDeviceAllocator::parseTraceEntryAction(name))] = true;
+  }
+  std::lock_guard lock(mutex_);
+  enabled_ = enabled;
+  recorder_ = recorder;
+  when_ = when;
+  max_entries_ = max_entries;
+  skip_ = std::move(skip);
+  if (clear) {
+    rings_.clear();
+    live_contexts_.clear();
+  }
+  if (!enabled) live_contexts_.clear();
+}
+
+bool memory_history::enabled() const {
+  std::lock_guard lock(mutex_);
+  return enabled_;
+}
+
+context_ptr memory_history::gather_for_alloc() const {
+  CreateContextFn recorder = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (!enabled_ || when_ == RecordContext::NEVER) return nullptr;
+    recorder = recorder_;
+  }
+  return recorder != nullptr ? recorder() : nullptr;  // outside the lock: it may take the GIL
+}
+
+context_ptr memory_history::gather_for_free() const {
+  CreateContextFn recorder = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (!enabled_ || when_ != RecordContext::ALL) return nullptr;
+    recorder = recorder_;
+  }
+  return recorder != nullptr ? recorder() : nullptr;
+}
+
+void memory_history::push_locked(TraceEntry entry) {
+  for (const auto& tracker : trackers_) tracker(entry);
+  if (!enabled_ || max_entries_ == 0 || skip_[static_cast<std::size_t>(entry.action_)]) return;
+  ring& r = rings_[entry.device_];
+  if (r.entries.size() < max_entries_) {
+    r.entries.push_back(std::move(entry));
+  } else {
+    r.entries[r.next] = std::move(entry);
+    r.next = (r.next + 1) % max_entries_;
+  }
+}
+
+void memory_history::on_event(const phasealloc_event& event) noexcept {
+  try {
+    const TraceEntry::Action action = to_action(event.action);
+    std::lock_guard lock(mutex_);
+    if (!enabled_ && trackers_.empty()) return;
+    // The caller's context belongs to what it asked for and the segments that request caused.
+    const bool caused_by_caller = action != TraceEntry::FREE_COMPLETED;
+    context_ptr context = caused_by_caller ? t_pending : nullptr;
+    if (enabled_ && when_ != RecordContext::NEVER) {
+      if (action == TraceEntry::ALLOC) live_contexts_[event.addr] = context;
+      if (action == TraceEntry::FREE_COMPLETED) live_contexts_.erase(event.addr);
+    }
+    // STATE keeps stacks for live blocks only, not in the history.
+    if (when_ == RecordContext::STATE) context = nullptr;
+    push_locked(TraceEntry(action, static_cast<c10::DeviceIndex>(event.device), event.addr, event.size, event.stream,
+                           c10::MempoolId_t{0, 0}, c10::getApproximateTime(), std::move(context)));
+  } catch (...) {
+    // Out of host memory: the entry is lost, the allocation is not.
+  }
+}
+
+void memory_history::on_oom(c10::DeviceIndex device, std::size_t free_bytes, std::size_t requested_bytes,
+                            void* stream) {
+  std::lock_guard lock(mutex_);
+  if (!enabled_ && trackers_.empty()) return;
+  push_locked(TraceEntry(TraceEntry::OOM, device, free_bytes, requested_bytes, stream, c10::MempoolId_t{0, 0},
+                         c10::getApproximateTime(), when_ == RecordContext::STATE ? nullptr : t_pending));
+}
+
+std::vector<TraceEntry> memory_history::entries(c10::DeviceIndex device) const {
+  std::vector<TraceEntry> out;
+  std::lock_guard lock(mutex_);
+  const auto it = rings_.find(device);
+  if (it == rings_.end()) return out;
+  const ring& r = it->second;
+  out.reserve(r.entries.size());
+  out.insert(out.end(), r.entries.begin() + static_cast<std::ptrdiff_t>(r.next), r.entries.end());
+  out.insert(out.end(), r.entries.begin(), r.entries.begin() + static_cast<std::ptrdiff_t>(r.next));
+  auto to_ns = clock_.makeConverter();
+  for (TraceEntry& e : out) e.time_.t_ = to_ns(e.time_.approx_t_) / 1000;
+  return out;
+}
+
+context_ptr memory_history::block_context(std::size_t addr) const {
+  std::lock_guard lock(mutex_);
+  const auto it = live_contexts_.find(addr);
+  return it != live_contexts_.end() ? it->second : nullptr;
+}
+
+void memory_history::attach_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) {
+  std::lock_guard lock(mutex_);
+  trackers_.push_back(std::move(tracker));
+}
+
+}  // namespace phasealloc::c10_bridge

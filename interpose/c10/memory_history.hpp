@@ -1,0 +1,89 @@
+// torch.cuda.memory._record_memory_history for the memory phasealloc holds: the trace entries
+// PyTorch's snapshot carries (alloc, free_requested, free_completed, segment_alloc, segment_free,
+// segment_map, segment_unmap, oom), with the caller's stack frames when asked.
+//
+// Design note
+// Rationale: memory_viz, verl's and OpenRLHF's snapshot dumps and users' OOM handlers read the
+//   history from torch.cuda.memory._snapshot(); it must hold our allocations as PyTorch's own
+//   allocator would write them.
+// Approach: PyTorch's recordHistory() settings are kept here. The bridge gathers the Python/C++
+//   context on the calling thread before an allocation (and before a free under "all"), and parks
+//   it in a thread-local while it calls into phasealloc; the engine's events arrive synchronously
+//   on that thread through phasealloc_set_event_listener and are stored with it. Entries go to a
+//   ring buffer of alloc_trace_max_entries per device, as PyTorch's does; contexts of live
+//   blocks are kept for the snapshot's per-block frames.
+// Limitations: a free_completed that happens later on another thread carries no context (native
+//   PyTorch does the same). Compile context and user metadata are not recorded.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/ApproximateClock.h>
+
+#include "phasealloc_c_api.h"
+
+namespace phasealloc::c10_bridge {
+
+using c10::CachingDeviceAllocator::CreateContextFn;
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::TraceEntry;
+using context_ptr = std::shared_ptr<c10::GatheredContext>;
+
+class memory_history {
+ public:
+  void configure(bool enabled, CreateContextFn recorder, std::size_t max_entries, RecordContext when,
+                 bool clear, const std::vector<std::string>& skip_actions);
+  bool enabled() const;
+
+  /// Context for an allocation about to happen on this thread (nullptr when not recording one).
+  context_ptr gather_for_alloc() const;
+  /// Context for a free about to happen on this thread (only under RecordContext::ALL).
+  context_ptr gather_for_free() const;
+
+  /// Parks `context` for the events the current thread causes until the guard ends.
+  class pending_guard {
+   public:
+    explicit pending_guard(context_ptr context);
+    ~pending_guard();
+    pending_guard(const pending_guard&) = delete;
+    pending_guard& operator=(const pending_guard&) = delete;
+  };
+
+  /// An engine event (from the listener). Never throws.
+  void on_event(const phasealloc_event& event) noexcept;
+  /// An out-of-memory failure: `free_bytes` the device reported, `requested_bytes` the request.
+  void on_oom(c10::DeviceIndex device, std::size_t free_bytes, std::size_t requested_bytes, void* stream);
+
+  /// The device's entries, oldest first, with times in microseconds since the epoch.
+  std::vector<TraceEntry> entries(c10::DeviceIndex device) const;
+  /// The context recorded when the live block at `addr` was allocated (or nullptr).
+  context_ptr block_context(std::size_t addr) const;
+  /// Trace trackers (attachAllocatorTraceTracker) see every entry as it is recorded.
+  void attach_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker);
+
+ private:
+  struct ring {
+    std::vector<TraceEntry> entries;
+    std::size_t next = 0;  ///< Where the next entry goes once the ring is full.
+  };
+  void push_locked(TraceEntry entry);
+
+  mutable std::mutex mutex_;
+  bool enabled_ = false;
+  CreateContextFn recorder_ = nullptr;
+  RecordContext when_ = RecordContext::NEVER;
+  std::size_t max_entries_ = 0;
+  std::vector<bool> skip_;  ///< Indexed by TraceEntry::Action.
+  std::unordered_map<c10::DeviceIndex, ring> rings_;
+  std::unordered_map<std::size_t, context_ptr> live_contexts_;
+  std::vector<c10::CachingDeviceAllocator::AllocatorTraceTracker> trackers_;
+  mutable c10::ApproximateClockToUnixTimeConverter clock_;  // makeConverter() is not const
+};
+
+}  // namespace phasealloc::c10_bridge

@@ -1,0 +1,68 @@
+"""Choosing how phasealloc becomes torch's CUDA allocator: the c10 bridge, or CUDAPluggableAllocator.
+
+Rationale: the c10 bridge (libphasealloc_c10.so, interpose/c10/) is a full c10 CUDAAllocator: with
+it, torch.cuda.MemPool / use_mem_pool, CUDA graph capture, torch.compile's cudagraph trees,
+torch.cuda.memory_stats(), torch.accelerator.memory_*, memory_snapshot() with history and OOM
+observers work through PyTorch's own code (private pools are served by PyTorch's native allocator,
+kept alongside). It is compiled against one torch version's class layout, so it is used only when
+the running torch is that version. Otherwise phasealloc goes through CUDAPluggableAllocator, which
+allows malloc and free only; _torch_api and _limits then fill in and fence off the rest.
+
+PHASEALLOC_BRIDGE=pluggable forces CUDAPluggableAllocator (comparisons, debugging);
+PHASEALLOC_BRIDGE=c10 makes a missing or mismatched bridge an error instead of a fallback.
+"""
+
+import ctypes
+import os
+
+BRIDGE_NAME = "libphasealloc_c10.so"
+
+_handle = None
+
+
+class BridgeUnavailable(Exception):
+    """Why the c10 bridge cannot serve this process (the message says it)."""
+
+
+def mode():
+    value = os.environ.get("PHASEALLOC_BRIDGE", "auto").strip().lower() or "auto"
+    if value not in ("auto", "c10", "pluggable"):
+        raise ValueError("phasealloc: PHASEALLOC_BRIDGE=%r: expected auto, c10 or pluggable" % value)
+    return value
+
+
+def bridge_path(library_path):
+    """The bridge beside libphasealloc_torch.so (PHASEALLOC_C10_LIBRARY overrides)."""
+    env = os.environ.get("PHASEALLOC_C10_LIBRARY")
+    if env:
+        return os.path.abspath(env)
+    return os.path.join(os.path.dirname(library_path), BRIDGE_NAME)
+
+
+def install(torch, library_path):
+    """Makes the bridge torch's CUDA allocator. Raises BridgeUnavailable (nothing changed) when the
+    bridge is absent, was built for another torch, or refuses; the library must be loaded already
+    (the bridge links to the instance this process loaded, found by its soname)."""
+    global _handle
+    path = bridge_path(library_path)
+    if not os.path.exists(path):
+        raise BridgeUnavailable("%s not found (built only when the build saw a torch install)" % path)
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as exc:
+        raise BridgeUnavailable("%s did not load: %s" % (path, exc))
+    handle.phasealloc_c10_torch_version.restype = ctypes.c_char_p
+    handle.phasealloc_c10_install.restype = ctypes.c_char_p
+    built_for = handle.phasealloc_c10_torch_version().decode()
+    running = str(torch.__version__)
+    if built_for != running:
+        raise BridgeUnavailable("%s was built for torch %s, this is torch %s" % (path, built_for, running))
+    error = handle.phasealloc_c10_install()
+    if error is not None:
+        raise BridgeUnavailable(error.decode("utf-8", "replace"))
+    _handle = handle
+
+
+def active():
+    """Whether the bridge is this process's CUDA allocator."""
+    return _handle is not None
