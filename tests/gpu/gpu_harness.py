@@ -83,8 +83,19 @@ def child_main(table, name):
     print("SCENARIO OK")
 
 
-def child_env(conf):
+def bridge_built():
+    """Whether the c10 bridge sits beside the library (built when the build saw a torch install)."""
+    return os.path.exists(os.path.join(os.path.dirname(find_library()), "libphasealloc_c10.so"))
+
+
+def bridges():
+    """The ways phasealloc becomes torch's allocator that this build can test (PHASEALLOC_BRIDGE)."""
+    return ("c10", "pluggable") if bridge_built() else ("pluggable",)
+
+
+def child_env(conf, bridge="auto"):
     env = dict(os.environ)
+    env["PHASEALLOC_BRIDGE"] = bridge
     env["PHASEALLOC_LIBRARY"] = find_library()
     env["PHASEALLOC_CONF"] = conf
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
@@ -94,10 +105,12 @@ def child_env(conf):
     return env
 
 
-def run_scenario(test_file, scenario, conf):
-    out = subprocess.run(launcher() + ["--", sys.executable, os.path.abspath(test_file), scenario], env=child_env(conf),
+def run_scenario(test_file, scenario, conf, bridge="auto"):
+    out = subprocess.run(launcher() + ["--", sys.executable, os.path.abspath(test_file), scenario],
+                         env=child_env(conf, bridge),
                          capture_output=True, text=True, timeout=600)
     print(out.stdout)
     print(out.stderr, file=sys.stderr)
     assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (
-        "scenario %s (%s) failed (exit %d):\n%s\n%s" % (scenario, conf, out.returncode, out.stdout, out.stderr))
+        "scenario %s (%s, bridge %s) failed (exit %d):\n%s\n%s" % (scenario, conf, bridge, out.returncode, out.stdout,
+                                                                 out.stderr))

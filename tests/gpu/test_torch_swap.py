@@ -17,8 +17,8 @@ import os
 import subprocess
 import sys
 
-from gpu_harness import (DEVICES, MIB, child_env, child_main, find_library, launcher, run_scenario, scenarios,
-                         skip_reason)
+from gpu_harness import (DEVICES, MIB, bridges, child_env, child_main, find_library, launcher, run_scenario,
+                         scenarios, skip_reason)
 
 # --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
 #
@@ -30,11 +30,16 @@ def on_device(torch, host):
     """`host` copied to the GPU: a real write on a real or a simulated GPU."""
     return host.to("cuda")
 
+def c10_bridge():
+    """Whether this child runs with the c10 bridge (else through CUDAPluggableAllocator)."""
+    return os.environ.get("PHASEALLOC_BRIDGE") == "c10"
+
+
 def scenario_swap(torch, phasealloc):
     assert phasealloc.is_enabled(), "the PHASEALLOC=1 start-up hook did not enable phasealloc"
     x = on_device(torch, torch.ones(1024))  # CUDA lazy init happens after the swap
     backend = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else "?"
-    assert backend in ("pluggable", "?"), backend
+    assert backend in (("phasealloc",) if c10_bridge() else ("pluggable", "?")), backend
     s = phasealloc.stats()
     assert s["allocated_bytes.all.current"] >= 4096, s["allocated_bytes.all.current"]
     assert s["phasealloc"]["device"] in ("cuda_vmm", "cuda_runtime"), s["phasealloc"]
@@ -108,6 +113,31 @@ def scenario_memory_api(torch, phasealloc):
     with open(path, "rb") as f:
         assert pickle.load(f)["segments"]
     os.remove(path)
+    if c10_bridge():
+        # torch's own entry points read phasealloc's books, history included.
+        assert torch.accelerator.memory_allocated() == s["allocated_bytes.all.current"]
+        assert torch.cuda.get_per_process_memory_fraction() == 1.0
+        more = torch.empty(7 * MIB, device="cuda", dtype=torch.uint8)
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+        entries = snap["device_traces"][0]
+        allocs = [e for e in entries if e["action"] == "alloc" and e["addr"] == more.data_ptr()]
+        assert allocs and allocs[-1]["size"] == 7 * MIB and allocs[-1]["frames"], allocs
+        assert any(f["filename"].endswith("test_torch_swap.py") for f in allocs[-1]["frames"]), allocs[-1]["frames"]
+        blocks = [b for seg in snap["segments"] for b in seg["blocks"] if b["address"] == more.data_ptr()]
+        assert len(blocks) == 1 and blocks[0]["state"] == "active_allocated" and blocks[0]["frames"], blocks
+        del more
+        assert [e["action"] for e in torch.cuda.memory._snapshot()["device_traces"][0][-2:]] == \
+            ["free_requested", "free_completed"]
+        from torch.cuda import _memory_viz
+
+        text = _memory_viz.segsum(snap)  # memory_viz reads our snapshot and reports our books
+        assert "total_reserved: %s" % _memory_viz.Bytes(torch.cuda.memory_reserved()) in text, text
+        assert "total_allocated: %s" % _memory_viz.Bytes(s["allocated_bytes.all.current"] + 7 * MIB) in text, text
+        assert "<html" in _memory_viz.trace_plot(snap).lower()
+        torch.cuda.set_per_process_memory_fraction(0.5)
+        assert abs(torch.cuda.get_per_process_memory_fraction() - 0.5) < 1e-6
+        torch.cuda.memory._record_memory_history(enabled=None)
     del tensors
     torch.cuda.reset_peak_memory_stats()
     assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
@@ -147,8 +177,8 @@ def scenario_oom(torch, phasealloc):
     assert "phase 'rollout'" in message and "Per phase" in message, message
     library = phasealloc.library_path()
     companion = os.path.join(os.path.dirname(library), "libphasealloc_torch_oom.so")
-    if os.path.exists(companion):
-        assert kind == "OutOfMemoryError", "the companion library exists but a RuntimeError was raised"
+    if os.path.exists(companion) or c10_bridge():
+        assert kind == "OutOfMemoryError", "the companion library or the bridge exists but a RuntimeError was raised"
     print("oom raised", kind, "(companion %s)" % ("present" if os.path.exists(companion) else "absent"))
     assert phasealloc.stats()["num_ooms"] == 1
     small = on_device(torch, torch.ones(1000))  # the process goes on
@@ -172,17 +202,52 @@ def scenario_training_detection(torch, phasealloc):
     assert names["optimizer"]["num_allocs"] > 0  # AdamW state is allocated in the step
 
 
-def scenario_limits(torch, phasealloc):
+def scenario_graphs_and_pools(torch, phasealloc):
+    """MemPool, use_mem_pool and CUDA graph capture: served by PyTorch's native allocator through
+    the c10 bridge; refused with a message naming the way out through CUDAPluggableAllocator."""
+    n = 1 << 20
+    if not c10_bridge():
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g):
+                torch.ones(10, device="cuda")
+        except RuntimeError as e:
+            assert "CUDA graph capture is not supported" in str(e), str(e)
+        else:
+            raise AssertionError("graph capture did not raise")
+        return
+    ours_before = phasealloc.stats()["allocated_bytes.all.current"]
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        pooled = on_device(torch, torch.full((n,), 3.0))  # 4 MiB in the native allocator's pool
+    assert phasealloc.stats()["allocated_bytes.all.current"] == ours_before, "a pool allocation reached phasealloc"
+    assert torch.cuda.memory_allocated() >= ours_before + 4 * n, "torch's books miss the pool's block"
+    segments = pool.snapshot()
+    assert sum(s["allocated_size"] for s in segments) >= 4 * n, segments
+    assert all(tuple(s["segment_pool_id"]) == tuple(pool.id) for s in segments), segments
+    outside = on_device(torch, torch.full((n,), 5.0))  # after the block: phasealloc again
+    assert phasealloc.stats()["allocated_bytes.all.current"] >= ours_before + 4 * n
+    assert torch.equal(pooled.cpu(), torch.full((n,), 3.0)) and torch.equal(outside.cpu(), torch.full((n,), 5.0))
+    del pooled, pool
+
+    # A graph: its static tensors live in the graph's private pool; replays redo the captured copy.
+    static_in = on_device(torch, torch.zeros(n))
     g = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(g):
-            torch.ones(10, device="cuda")
-    except RuntimeError as e:
-        assert "CUDA graph capture is not supported" in str(e), str(e)
-    else:
-        raise AssertionError("graph capture did not raise")
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        static_out = torch.empty(n, device="cuda")  # captured: allocated in the graph's pool
+        static_out.copy_(static_in)
+    assert phasealloc.stats()["allocated_bytes.all.current"] >= ours_before + 4 * n
+    for value in (1.0, 2.0):
+        static_in.copy_(torch.full((n,), value))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out.cpu(), torch.full((n,), value)), value
+    del static_out
+    g.reset()
 
 
+SCENARIOS = scenarios(globals())
 SCENARIOS = scenarios(globals())
 
 
@@ -197,10 +262,11 @@ if pytest is not None and __name__ != "__main__":
     _REASON = skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
+    @pytest.mark.parametrize("bridge", bridges())
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-    def test_torch_swap(scenario, device):
-        run_scenario(__file__, scenario, "device:%s" % device)
+    def test_torch_swap(scenario, device, bridge):
+        run_scenario(__file__, scenario, "device:%s" % device, bridge)
 
     def test_a_child_process_inherits_the_swap():
         env = child_env("")

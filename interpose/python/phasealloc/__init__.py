@@ -99,6 +99,7 @@ def enable(conf=None, detect_phases=True, library=None):
                 RuntimeWarning, stacklevel=2)
     if _bridge.active():
         _enabled = True
+        _torch_api.install(("memory_summary",))  # torch answers the rest; this appends the phase table
     else:
         path = _library.library_path()
         allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "phasealloc_malloc", "phasealloc_free")

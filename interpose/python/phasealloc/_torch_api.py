@@ -1,5 +1,9 @@
 """torch.cuda's memory API, answered from phasealloc's books once phasealloc is the allocator.
 
+Through the c10 bridge (_bridge.py) none of this is needed: torch's own functions read the bridge's
+books, and only memory_summary is patched here (to append the per-phase table). The rest applies
+to CUDAPluggableAllocator.
+
 Rationale: with a pluggable allocator current, torch.cuda.memory_stats() and everything built on it
 (memory_allocated, max_memory_reserved, memory_summary, reset_peak_memory_stats, snapshots,
 _record_memory_history) raise RuntimeError ("CUDAPluggableAllocator does not yet support ...",
@@ -192,8 +196,10 @@ def _original(name):
     return None
 
 
-def install():
-    """Patches torch.cuda and torch.cuda.memory (idempotent)."""
+def install(names=PATCHED):
+    """Patches `names` (default: all of PATCHED) on torch.cuda and torch.cuda.memory (idempotent).
+    With the c10 bridge torch answers everything itself and only memory_summary is patched, to
+    append the per-phase table."""
     if _originals:
         return
     torch = _torch()
@@ -201,7 +207,7 @@ def install():
     for module in (torch.cuda, getattr(torch.cuda, "memory", None)):
         if module is None:
             continue
-        for name in PATCHED:
+        for name in names:
             _originals.append((module, name, getattr(module, name, _MISSING)))
             setattr(module, name, getattr(this, name))
 
