@@ -24,7 +24,7 @@ def scenario_swap():
         "intact": intact,
         "unemulated": sim.counters()["unemulated_calls"],
     }
-    if result["backend"] == "pluggable":
+    if result["backend"] != "native":
         import phasealloc
 
         result["summary"] = phasealloc.summary()
