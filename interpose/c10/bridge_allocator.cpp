@@ -49,6 +49,8 @@ bridge_allocator::bridge_allocator(cca::CUDAAllocator* native) : native_(native)
   g_bridge.store(this, std::memory_order_release);
 }
 
+bridge_allocator* bridge_allocator::instance() { return g_bridge.load(std::memory_order_acquire); }
+
 bool bridge_allocator::owns(const c10::DataPtr& data) {
   const c10::DeleterFnPtr deleter = data.get_deleter();
   return std::find(k_deleters.begin(), k_deleters.end(), deleter) != k_deleters.end();
@@ -298,9 +300,10 @@ void bridge_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId
 
 cca::ShareableHandle bridge_allocator::shareIpcHandle(void* ptr) {
   TORCH_CHECK(phasealloc_owner_device(ptr) < 0,
-              "phasealloc: CUDA IPC export of memory phasealloc holds is not supported (", ptr,
-              "). Allocate the tensors you share inside `with torch.cuda.use_mem_pool(torch.cuda.MemPool()):` "
-              "(PyTorch's own allocator serves that pool and exports it), or run this process with "
+              "phasealloc: CUDA IPC export of memory phasealloc holds (", ptr,
+              ") goes through torch.UntypedStorage._share_cuda_, which phasealloc wraps to move the storage to "
+              "PyTorch's allocator first; this export called shareIpcHandle directly. Allocate the tensors you "
+              "share inside `with torch.cuda.use_mem_pool(torch.cuda.MemPool()):`, or run this process with "
               "PHASEALLOC=0.");
   return native_->shareIpcHandle(ptr);
 }

@@ -19,8 +19,9 @@
 //   deleter says so; raw pointers are looked up). Stats and snapshots are phasealloc's books plus
 //   native's (non-zero only when pools were used), history comes from memory_history.
 // Limitations: built per torch version (the class layout is torch's); CUDA IPC export of memory
-//   phasealloc holds is refused with an error naming the workaround (use_mem_pool); peaks add
-//   the two allocators' peaks when both hold memory.
+//   phasealloc holds works only through the package's _share_cuda_ wrapper, which moves the
+//   storage to native first (ipc_rehome.cpp); called directly, shareIpcHandle refuses it with an
+//   error. Peaks add the two allocators' peaks when both hold memory.
 #pragma once
 
 #include <atomic>
@@ -43,6 +44,11 @@ namespace cca = c10::cuda::CUDACachingAllocator;
 class bridge_allocator final : public cca::CUDAAllocator {
  public:
   explicit bridge_allocator(cca::CUDAAllocator* native);
+
+  /// The installed bridge (nullptr before phasealloc_c10_install).
+  static bridge_allocator* instance();
+  /// A block from the native allocator on the current device and stream (ipc_rehome.cpp).
+  c10::DataPtr native_allocate(std::size_t bytes) { return native_->allocate(bytes); }
 
   /// Whether `data` was allocated by phasealloc through this bridge.
   static bool owns(const c10::DataPtr& data);

@@ -47,6 +47,39 @@ def scenario_spawn(torch, phasealloc):
     assert result["ours"] >= 4000, result
 
 
+def _ipc_child(queue, results):
+    import torch  # noqa: F401  (the start-up hook swaps here too: receiving works under phasealloc)
+
+    tensor = queue.get(timeout=300)  # opened from the parent's CUDA IPC handle
+    results.put(tensor.cpu().tolist())
+    del tensor
+    results.put("done")
+
+
+def scenario_ipc_export(torch, phasealloc):
+    """A CUDA tensor phasealloc holds, sent to a spawned process through torch.multiprocessing
+    (CUDA IPC): the bridge moves its storage to PyTorch's allocator and PyTorch exports it."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue, results = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_ipc_child, args=(queue, results))
+    child.start()
+    values = [float(i) for i in range(1000)]
+    shared = torch.tensor(values).cuda()
+    view = shared[10:20]
+    ours = phasealloc.stats()["allocated_bytes.all.current"]
+    queue.put(shared)
+    received = results.get(timeout=300)
+    assert received == values, received[:10]
+    assert results.get(timeout=60) == "done"
+    child.join(timeout=60)
+    assert child.exitcode == 0, child.exitcode
+    if os.environ.get("PHASEALLOC_BRIDGE") == "c10":
+        assert phasealloc.stats()["allocated_bytes.all.current"] < ours, "the storage was not moved to torch's allocator"
+    assert shared.cpu().tolist() == values and view.cpu().tolist() == values[10:20]  # same storage, same bytes
+
+
 def scenario_random_ops(torch, phasealloc):
     """10,000 random operations on two streams (allocate with a known fill, free, record_stream,
     empty_cache, phase changes); every live tensor keeps its contents."""
@@ -181,6 +214,11 @@ if pytest is not None and __name__ != "__main__":
     @pytest.mark.parametrize("bridge", bridges())
     def test_a_spawned_child_swaps(bridge):
         run_scenario(__file__, "spawn", "device:cuda_vmm", bridge)
+
+    def test_cuda_ipc_export_of_our_memory():
+        if "c10" not in bridges():
+            pytest.skip("CUDA IPC export of phasealloc's memory needs the c10 bridge")
+        run_scenario(__file__, "ipc_export", "device:cuda_vmm", "c10")
 
     @pytest.mark.parametrize("device", ("cuda_vmm", "cuda_runtime"))
     def test_random_operations_keep_contents(device):

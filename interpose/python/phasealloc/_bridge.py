@@ -7,12 +7,14 @@ observers work through PyTorch's own code (private pools are served by PyTorch's
 kept alongside). It is compiled against one torch version's class layout, so it is used only when
 the running torch is that version. Otherwise phasealloc goes through CUDAPluggableAllocator, which
 allows malloc and free only; _torch_api and _limits then fill in and fence off the rest.
+CUDA IPC export of a storage phasealloc holds moves it to PyTorch's allocator first (one copy).
 
 PHASEALLOC_BRIDGE=pluggable forces CUDAPluggableAllocator (comparisons, debugging);
 PHASEALLOC_BRIDGE=c10 makes a missing or mismatched bridge an error instead of a fallback.
 """
 
 import ctypes
+import functools
 import os
 
 BRIDGE_NAME = "libphasealloc_c10.so"
@@ -61,6 +63,27 @@ def install(torch, library_path):
     if error is not None:
         raise BridgeUnavailable(error.decode("utf-8", "replace"))
     _handle = handle
+    _wrap_share_cuda(torch, handle)
+
+
+def _wrap_share_cuda(torch, handle):
+    """CUDA IPC export: a storage phasealloc holds moves to PyTorch's allocator before PyTorch
+    exports it (interpose/c10/ipc_rehome.cpp); every export (torch.multiprocessing, reduce_tensor)
+    goes through UntypedStorage._share_cuda_."""
+    rehome = handle.phasealloc_c10_rehome_storage
+    rehome.restype = ctypes.c_char_p
+    rehome.argtypes = [ctypes.c_void_p]
+    original = torch.UntypedStorage._share_cuda_
+
+    @functools.wraps(original)
+    def _share_cuda_(self, *args, **kwargs):
+        error = rehome(self._cdata)
+        if error is not None:
+            raise RuntimeError("phasealloc: could not move the storage to PyTorch's allocator for CUDA IPC "
+                               "export: %s" % error.decode("utf-8", "replace"))
+        return original(self, *args, **kwargs)
+
+    torch.UntypedStorage._share_cuda_ = _share_cuda_
 
 
 def active():
