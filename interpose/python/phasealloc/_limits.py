@@ -1,4 +1,5 @@
-"""What cannot work while phasealloc is the CUDA allocator, made to fail clearly.
+"""What cannot work while phasealloc is the CUDA allocator through CUDAPluggableAllocator, made to
+fail clearly. Installed only on that path: the c10 bridge (_bridge.py) supports all of it.
 
 These limits come from PyTorch's CUDAPluggableAllocator (facts 1.3, 1.6) and cannot be lifted from
 here:
