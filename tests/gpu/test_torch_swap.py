@@ -268,6 +268,23 @@ if pytest is not None and __name__ != "__main__":
     def test_torch_swap(scenario, device, bridge):
         run_scenario(__file__, scenario, "device:%s" % device, bridge)
 
+    def test_a_missing_bridge_falls_back_and_says_why():
+        env = child_env("", bridge="auto")
+        env.pop("PHASEALLOC_CONF")
+        env["PHASEALLOC_C10_LIBRARY"] = "/nonexistent/libphasealloc_c10.so"
+        code = "import torch; torch.ones(1, device='cuda'); print(torch.cuda.get_allocator_backend())"
+        out = subprocess.run(launcher() + ["--", sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "pluggable", out.stdout
+        said = [l for l in out.stderr.splitlines() if "c10 bridge unavailable" in l]
+        assert len(said) == 1 and "/nonexistent/libphasealloc_c10.so not found" in said[0], out.stderr
+        env["PHASEALLOC_BRIDGE"] = "c10"  # asked for the bridge: not enabled, and it says why
+        out = subprocess.run(launcher() + ["--", sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.stdout.strip() == "native", out.stdout + out.stderr
+        assert "PHASEALLOC_BRIDGE=c10 but the c10 bridge is unavailable" in out.stderr, out.stderr
+
     def test_a_child_process_inherits_the_swap():
         env = child_env("")
         env.pop("PHASEALLOC_CONF")
