@@ -35,6 +35,21 @@ def c10_bridge():
     return os.environ.get("PHASEALLOC_BRIDGE") == "c10"
 
 
+def scenario_stats_before_cuda_init(torch, phasealloc):
+    """The memory API's readers answer as PyTorch 2.15's do before CUDA initialises ({} and zeros)
+    and, like them, do not initialise CUDA (checked against torch on its own allocator:
+    reset_peak_memory_stats and memory_summary do initialise it there, so they are not called)."""
+    assert not torch.cuda.is_initialized()
+    assert dict(torch.cuda.memory_stats()) == {} and torch.cuda.memory_stats_as_nested_dict() == {}
+    assert torch.cuda.memory_allocated() == 0 and torch.cuda.max_memory_reserved() == 0
+    assert torch.cuda.memory_snapshot() == []
+    if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "memory_stats"):
+        assert dict(torch.accelerator.memory_stats()) == {}
+    assert not torch.cuda.is_initialized(), "a stats call initialised CUDA"
+    x = on_device(torch, torch.ones(10))
+    assert torch.cuda.memory_allocated() >= 40
+
+
 def scenario_swap(torch, phasealloc):
     assert phasealloc.is_enabled(), "the PHASEALLOC=1 start-up hook did not enable phasealloc"
     x = on_device(torch, torch.ones(1024))  # CUDA lazy init happens after the swap

@@ -86,13 +86,23 @@ def _torch_flat(raw):
     return flat
 
 
+def _cuda_initialized():
+    """PyTorch's stats readers answer {} before CUDA initialises, and never initialise it (torch
+    2.15's reset_peak_memory_stats and memory_summary do initialise it: so do these)."""
+    return bool(_torch().cuda.is_initialized())
+
+
 def memory_stats(device=None):
+    if not _cuda_initialized():
+        return collections.OrderedDict()
     flat = _torch_flat(raw_stats(device))
     return collections.OrderedDict(sorted(flat.items()))
 
 
 def memory_stats_as_nested_dict(device=None):
     nested = {}
+    if not _cuda_initialized():
+        return nested
     for key, value in _torch_flat(raw_stats(device)).items():
         node = nested
         parts = key.split(".")
@@ -143,6 +153,8 @@ def memory_summary(device=None, abbreviated=False):
 
 
 def _segments(device=None):
+    if not _cuda_initialized():
+        return []
     lib = _library.load()
     segments = _library.json_call(lib.phasealloc_snapshot_json, -1 if device is None else device_index(device),
                                   "phasealloc snapshot")
