@@ -59,3 +59,42 @@ def test_without_the_variable_the_installed_hook_imports_nothing():
     out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc._autoload' in sys.modules)"], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def readme_use_it_commands():
+    """The command lines of the README's "Use it in a PyTorch job" block, comments removed."""
+    readme = os.path.join(sim_harness.REPO, "README.md")
+    with open(readme) as f:
+        text = f.read()
+    section = text[text.index("## Use it in a PyTorch job"):]
+    block = section[section.index("```sh\n") + len("```sh\n"):]
+    block = block[:block.index("```")]
+    lines = []
+    for line in block.splitlines():
+        command = line.split("  #", 1)[0].strip()
+        if command:
+            lines.append(command)
+    return lines
+
+
+def test_the_readme_use_it_commands_run_as_written(tmp_path):
+    """Every command of the README's "Use it" block, as written, in a user's environment with the
+    pip-installed package: the GPU ones run on the simulated GPU (phasealloc-run --sim-gpu --native
+    only supplies the GPU; the line itself sets PHASEALLOC)."""
+    launcher = installed_launcher()
+    commands = readme_use_it_commands()
+    assert commands[0].startswith("pip install --no-build-isolation ."), commands  # done by tools/dev.sh test
+    assert len(commands) >= 5, commands
+    env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+           "SIMCUDA_GPU": "quiet:1"}
+    for command in commands[1:]:
+        if command.startswith("phasealloc-run --sim-gpu"):
+            argv = ["bash", "-c", command]
+        else:
+            argv = [launcher, "--sim-gpu", "--native", "--", "bash", "-c", command]
+        out = subprocess.run(argv, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, "%s\n%s\n%s" % (command, out.stdout[-3000:], out.stderr[-6000:])
+        tables = out.stdout.count("phasealloc, device 0 (")
+        ranks = 2 if "--nproc-per-node 2" in command else 1
+        assert tables == ranks, "%s: %d phase tables in\n%s" % (command, tables, out.stdout[-3000:])
+        assert "step 2:" in out.stdout, out.stdout[-3000:]
