@@ -1,0 +1,269 @@
+"""Replays a phasealloc trace through PyTorch's own CUDA caching allocator: the oracle the `pytorch`
+model is checked against. `phasealloc replay TRACE --engine torch` runs it on the simulated GPU.
+
+    phasealloc-run --sim-gpu=80GiB --native -- python -m phasealloc.torch_replay TRACE.txt --out R.json
+
+Rationale: every number phasealloc reports is "versus the pytorch model"; the model must make the
+decisions PyTorch's allocator makes. The real allocator runs here on the simulated GPU, so the
+model is checked against it operation by operation, not only against recorded snapshots.
+Approach: each trace event becomes the PyTorch call a program would make: alloc ->
+torch.empty(bytes, dtype=uint8) on the event's stream, free -> dropping the tensor, record_stream
+-> Tensor.record_stream, empty_cache -> torch.cuda.empty_cache(), phase -> the per-phase books are
+closed (peaks read from torch.cuda.memory_stats(), then reset). Segment events come from PyTorch's
+own memory history (segment actions only, alloc/free actions skipped) and are written in order,
+as the model's replay writes its own. The allocator configuration is PYTORCH_CUDA_ALLOC_CONF,
+set by the caller. An allocation that raises torch.cuda.OutOfMemoryError is counted, and its free
+is skipped, as the model's replay does.
+Limitations: reads the text trace encoding (the CLI converts any input to it); one device; events
+of the recording allocator (segment_*, oom) are not followed.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unmap")
+
+
+class TraceError(Exception):
+    """A malformed text trace; the message names the line."""
+
+
+def _unquote(token, line_number):
+    if not (len(token) >= 2 and token[0] == '"' and token[-1] == '"'):
+        raise TraceError("line %d: expected a quoted string, got %r" % (line_number, token))
+    return bytes(token[1:-1], "utf-8").decode("unicode_escape")
+
+
+def _split(line):
+    """Splits a line into tokens: quoted strings stay whole; '#' outside quotes ends the line."""
+    tokens, current, quoted, escaped = [], "", False, False
+    for ch in line:
+        if quoted:
+            current += ch
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if current:
+                tokens.append(current)
+                current = ""
+        else:
+            current += ch
+            quoted = ch == '"'
+    if quoted:
+        raise TraceError("unterminated string")
+    if current:
+        tokens.append(current)
+    return tokens
+
+
+def read_text_trace(path):
+    """(strings, events): events are (time_ns, op, alloc_id, bytes, stream, tag, name) tuples."""
+    strings, events = [], []
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+        if not first.startswith("# phasealloc-trace v"):
+            raise TraceError("%s: not a phasealloc text trace (first line %r)" % (path, first.strip()))
+        for number, line in enumerate(f, start=2):
+            try:
+                tokens = _split(line)
+            except TraceError as exc:
+                raise TraceError("%s: line %d: %s" % (path, number, exc))
+            if not tokens:
+                continue
+            head = tokens[0]
+            if head == "string":
+                if len(tokens) != 3 or int(tokens[1]) != len(strings):
+                    raise TraceError("%s: line %d: string entries must count up from 0" % (path, number))
+                strings.append(_unquote(tokens[2], number))
+            elif head in ("source", "allocator_settings", "device_capacity_bytes", "stream_count", "property"):
+                continue
+            else:
+                if len(tokens) not in (7, 8):
+                    raise TraceError("%s: line %d: an event has 7 or 8 columns, got %d" % (path, number, len(tokens)))
+                try:
+                    t_ns, alloc_id, size, stream, tag, name = (int(tokens[0]), int(tokens[2]), int(tokens[3]),
+                                                               int(tokens[4]), int(tokens[5]), int(tokens[6]))
+                except ValueError:
+                    raise TraceError("%s: line %d: expected integers in %r" % (path, number, line.strip()))
+                events.append((t_ns, tokens[1], alloc_id, size, stream, tag, name))
+    return strings, events
+
+
+class phase_books:
+    """Per-phase numbers in the replay JSON's shape (phase_stats of the model's replay)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.intervals = 0
+        self.peak_allocated_bytes = 0
+        self.peak_reserved_bytes = 0
+        self.peak_active_bytes = 0
+        self.peak_requested_bytes = 0
+        self.num_allocs = 0
+        self.num_frees = 0
+        self.num_alloc_retries = 0
+        self.num_ooms = 0
+
+    def as_json(self):
+        frag = 0.0 if self.peak_reserved_bytes == 0 else 1.0 - self.peak_allocated_bytes / self.peak_reserved_bytes
+        return {"name": self.name, "intervals": self.intervals, "peak_allocated_bytes": self.peak_allocated_bytes,
+                "peak_reserved_bytes": self.peak_reserved_bytes, "peak_active_bytes": self.peak_active_bytes,
+                "peak_requested_bytes": self.peak_requested_bytes, "num_allocs": self.num_allocs,
+                "num_frees": self.num_frees, "num_alloc_retries": self.num_alloc_retries, "num_ooms": self.num_ooms,
+                "fragmentation": frag}
+
+
+def replay(torch, strings, events):
+    """Runs the events through torch's allocator; returns the result document."""
+    if torch.cuda.get_allocator_backend() != "native":
+        raise RuntimeError("phasealloc.torch_replay needs PyTorch's own allocator, not %r (run it without "
+                           "PHASEALLOC=1: phasealloc-run --native)" % torch.cuda.get_allocator_backend())
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=1 << 40,
+                                             skip_actions=["alloc", "free_requested", "free_completed"])
+    streams = {0: torch.cuda.current_stream()}
+    tensors, failed = {}, set()
+    phases = {}
+    order = []
+    current = None
+    ooms = 0
+    last = {"num_alloc_retries": 0, "num_ooms": 0}
+
+    def books(name):
+        if name not in phases:
+            phases[name] = phase_books(name)
+            order.append(name)
+        return phases[name]
+
+    def close(name):
+        """Closes the interval of `name`: its peaks since the last reset, then reset."""
+        s = torch.cuda.memory_stats()
+        b = books(name)
+        b.peak_allocated_bytes = max(b.peak_allocated_bytes, s.get("allocated_bytes.all.peak", 0))
+        b.peak_reserved_bytes = max(b.peak_reserved_bytes, s.get("reserved_bytes.all.peak", 0))
+        b.peak_active_bytes = max(b.peak_active_bytes, s.get("active_bytes.all.peak", 0))
+        b.peak_requested_bytes = max(b.peak_requested_bytes, s.get("requested_bytes.all.peak", 0))
+        for key in ("num_alloc_retries", "num_ooms"):
+            now = s.get(key, 0)
+            setattr(b, key, getattr(b, key) + now - last[key])
+            last[key] = now
+        torch.cuda.reset_peak_memory_stats()
+
+    def stream_of(ordinal):
+        if ordinal not in streams:
+            streams[ordinal] = torch.cuda.Stream()
+        return streams[ordinal]
+
+    started = time.perf_counter()
+    current = "unphased"
+    seen = {"unphased": False}
+    for t_ns, op, alloc_id, size, stream, tag, name in events:
+        if op == "alloc":
+            seen[current] = True
+            b = books(current)
+            if b.intervals == 0:
+                b.intervals = 1
+            try:
+                with torch.cuda.stream(stream_of(stream)):
+                    tensors[alloc_id] = torch.empty(size, dtype=torch.uint8, device="cuda")
+                b.num_allocs += 1
+            except torch.cuda.OutOfMemoryError:
+                ooms += 1
+                failed.add(alloc_id)
+        elif op == "free":
+            if alloc_id in failed:
+                failed.discard(alloc_id)
+                continue
+            if alloc_id not in tensors:
+                raise TraceError("free of allocation %d, which is not live" % alloc_id)
+            seen[current] = True
+            books(current).num_frees += 1
+            del tensors[alloc_id]
+        elif op == "record_stream":
+            if alloc_id in tensors:
+                tensors[alloc_id].record_stream(stream_of(stream))
+        elif op == "empty_cache":
+            torch.cuda.empty_cache()
+        elif op == "phase":
+            to = strings[name] if 0 <= name < len(strings) else ""
+            to = to or "unphased"
+            if to == current:
+                continue
+            if seen.get(current):
+                close(current)
+            else:
+                torch.cuda.reset_peak_memory_stats()
+            current = to
+            b = books(current)
+            b.intervals += 1
+            seen[current] = True
+        elif op in ("segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom"):
+            continue  # what the recording allocator did: not followed
+        else:
+            raise TraceError("unknown op %r" % op)
+    torch.cuda.synchronize()
+    close(current)
+    wall = time.perf_counter() - started
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    segment_events = [{"action": e["action"], "bytes": e["size"]} for e in snapshot["device_traces"][0]
+                      if e["action"] in SEGMENT_ACTIONS]
+    stats = torch.cuda.memory_stats()
+    used = [phases[n] for n in order if phases[n].num_allocs or phases[n].num_frees or phases[n].intervals]
+    count = {a: sum(1 for e in segment_events if e["action"] == a) for a in SEGMENT_ACTIONS}
+    return {
+        "engine": "torch",
+        "torch_version": str(torch.__version__),
+        "allocator_settings": torch.cuda.memory._get_current_allocator_settings()
+        if hasattr(torch.cuda.memory, "_get_current_allocator_settings") else "",
+        "events": len(events),
+        "peak_reserved_bytes": max((p.peak_reserved_bytes for p in used), default=0),
+        "peak_allocated_bytes": max((p.peak_allocated_bytes for p in used), default=0),
+        "peak_requested_bytes": max((p.peak_requested_bytes for p in used), default=0),
+        "device_allocs": count["segment_alloc"],
+        "device_frees": count["segment_free"],
+        "device_maps": count["segment_map"],
+        "device_unmaps": count["segment_unmap"],
+        "alloc_retries": int(stats.get("num_alloc_retries", 0)),
+        "ooms": ooms,
+        "wall_seconds": wall,
+        "phases": [p.as_json() for p in used],
+        "segment_events": segment_events,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m phasealloc.torch_replay", description=__doc__.splitlines()[0])
+    parser.add_argument("trace", help="a phasealloc text trace (phasealloc convert IN OUT.txt)")
+    parser.add_argument("--out", required=True, help="where to write the result JSON")
+    args = parser.parse_args(argv)
+    try:
+        strings, events = read_text_trace(args.trace)
+    except (OSError, TraceError) as exc:
+        print("phasealloc.torch_replay: %s" % exc, file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("phasealloc.torch_replay: no CUDA device (run it under phasealloc-run --sim-gpu --native)",
+              file=sys.stderr)
+        return 2
+    try:
+        result = replay(torch, strings, events)
+    except TraceError as exc:
+        print("phasealloc.torch_replay: %s: %s" % (args.trace, exc), file=sys.stderr)
+        return 2
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
