@@ -6,7 +6,7 @@ if(NOT TARGET simcuda)
 endif()
 
 set(simcuda_runtime_libs simcuda_cudart simcuda_cuda simcuda)
-foreach(name fault_test events_test stub_test)
+foreach(name fault_test events_test stub_test graph_test)
   phasealloc_test(NAME simcuda_${name}
     SRCS simcuda/${name}.cpp
     DEPS ${simcuda_runtime_libs} CUDA::toolkit

@@ -15,10 +15,10 @@ TEST(simcuda_stubs, AnUnemulatedRuntimeFunctionReturnsNotSupportedAndSaysItsName
   simcuda_counters before{};
   ASSERT_EQ(simcuda_get_counters(&before, sizeof before), 0);
   ::testing::internal::CaptureStderr();
-  cudaError_t status = cudaGraphDestroy(nullptr);
+  cudaError_t status = cudaMemPoolTrimTo(nullptr, 0);
   std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(status, cudaErrorNotSupported);
-  EXPECT_NE(said.find("simcuda: libcudart.so.13: cudaGraphDestroy is not emulated"), std::string::npos) << said;
+  EXPECT_NE(said.find("simcuda: libcudart.so.13: cudaMemPoolTrimTo is not emulated"), std::string::npos) << said;
   simcuda_counters after{};
   ASSERT_EQ(simcuda_get_counters(&after, sizeof after), 0);
   EXPECT_EQ(after.unemulated_calls, before.unemulated_calls + 1);
@@ -27,10 +27,11 @@ TEST(simcuda_stubs, AnUnemulatedRuntimeFunctionReturnsNotSupportedAndSaysItsName
 TEST(simcuda_stubs, AnEmulatedFunctionAskedForAnUnsupportedModeSaysWhy) {
   setenv("SIMCUDA_GPU", "quiet:1", 1);
   ::testing::internal::CaptureStderr();
-  cudaError_t status = cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal);
+  void* pointer = nullptr;
+  cudaError_t status = cudaMallocManaged(&pointer, 4096, cudaMemAttachGlobal);
   std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(status, cudaErrorNotSupported);
-  EXPECT_NE(said.find("cudaStreamBeginCapture: CUDA graph capture is not simulated"), std::string::npos) << said;
+  EXPECT_NE(said.find("cudaMallocManaged: managed (unified) memory is not simulated"), std::string::npos) << said;
 }
 
 TEST(simcuda_stubs_death, StrictModeAbortsAtTheFirstUnemulatedCall) {
@@ -38,9 +39,9 @@ TEST(simcuda_stubs_death, StrictModeAbortsAtTheFirstUnemulatedCall) {
   EXPECT_DEATH(
       {
         setenv("SIMCUDA_GPU", "quiet:1,strict:1", 1);
-        cudaGraphDestroy(nullptr);
+        cudaMemPoolTrimTo(nullptr, 0);
       },
-      "cudaGraphDestroy is not emulated");
+      "cudaMemPoolTrimTo is not emulated");
 }
 
 TEST(simcuda_stubs_death, ABadSimcudaGpuStopsTheProcessNamingTheKey) {

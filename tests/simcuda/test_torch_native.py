@@ -106,3 +106,15 @@ def test_without_the_adaptations_cudnn_attention_fails_loudly():
 def test_new_device_memory_is_zero_or_the_configured_fill_byte():
     assert sim_harness.run(SCENARIOS, "fresh_memory")["bytes"] == [0]
     assert sim_harness.run(SCENARIOS, "fresh_memory", env={"SIMCUDA_GPU": "quiet:1,fill:0x5a"})["bytes"] == [0x5A]
+
+
+def test_cuda_graph_capture_records_a_copy_and_each_replay_performs_it():
+    r = sim_harness.run(SCENARIOS, "cuda_graph")
+    assert r["capturing_inside"] is True and r["capturing_outside"] is False
+    assert r["unchanged_by_capture"] is True, "a captured copy must not run at capture"
+    assert r["first_replay"] is True and r["second_replay"] is True
+    assert r["allocated_with_graph"] >= 3 * 4096 * 4  # static_in, static_out, warm (+ the pool's scratch)
+    assert r["sync_errors"] == ["CUDA error: operation failed due to a previous error during capture",
+                                "CUDA error: operation not permitted when stream is capturing"], r["sync_errors"]
+    assert r["works_after"] is True
+    assert r["unemulated"] == 0

@@ -253,6 +253,66 @@ def scenario_fresh_memory():
     return {"bytes": sorted(set(x.cpu().tolist()))}
 
 
+def scenario_cuda_graph():
+    """torch.cuda.CUDAGraph on PyTorch's own allocator: a capture records a copy instead of doing
+    it, each replay copies what the static input holds then (copies are real on the simulator;
+    kernels are not, so the check is on a copy). A synchronize inside a capture fails as on a GPU."""
+    import torch
+
+    sim = simulator()
+    n = 4096
+    static_in = torch.arange(n, dtype=torch.float32).cuda()
+    static_out = torch.full((n,), -1.0).cuda()
+    warm = torch.empty(n, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as PyTorch's documentation does
+        warm.copy_(static_in)
+    torch.cuda.current_stream().wait_stream(side)
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        capturing_inside = torch.cuda.is_current_stream_capturing()
+        static_out.copy_(static_in)
+        scratch = static_in * 2  # a kernel (skipped) and an allocation from the graph's private pool
+    capturing_outside = torch.cuda.is_current_stream_capturing()
+    after_capture = static_out.cpu()
+
+    static_in.copy_(torch.arange(n, dtype=torch.float32) * 3)
+    graph.replay()
+    torch.cuda.synchronize()
+    first = static_out.cpu()
+    static_in.copy_(torch.full((n,), 7.0))
+    graph.replay()
+    second = static_out.cpu()
+    pool_bytes = torch.cuda.memory_allocated()
+    del scratch
+    graph.reset()
+
+    sync_errors = []
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            static_out.copy_(static_in)
+            torch.cuda.synchronize()
+    except RuntimeError as e:  # capture_end's error, raised in __exit__, over the synchronize's
+        while e is not None:
+            sync_errors.append(str(e).splitlines()[0])
+            e = e.__context__
+    static_in.copy_(torch.full((n,), 5.0))
+    static_out.copy_(static_in)  # the stream works after the failed capture
+    return {
+        "capturing_inside": capturing_inside,
+        "capturing_outside": capturing_outside,
+        "unchanged_by_capture": bool(torch.equal(after_capture, torch.full((n,), -1.0))),
+        "first_replay": bool(torch.equal(first, torch.arange(n, dtype=torch.float32) * 3)),
+        "second_replay": bool(torch.equal(second, torch.full((n,), 7.0))),
+        "allocated_with_graph": pool_bytes,
+        "sync_errors": sync_errors,
+        "works_after": bool(torch.equal(static_out.cpu(), torch.full((n,), 5.0))),
+        "unemulated": sim.counters()["unemulated_calls"],
+    }
+
+
 def _consumer(queue, results):
     import torch
 

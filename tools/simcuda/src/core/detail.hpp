@@ -17,3 +17,11 @@ namespace simcuda::detail {
 /// Whether a faulting address lies in a device arena (signal-safe: no locks).
 bool fault_in_arena(std::uintptr_t address, int* device) noexcept;
 }  // namespace simcuda::detail
+
+namespace simcuda {
+struct event;
+namespace detail {
+/// An event is gone (destroy_event): its stream-capture marker goes too (capture.cpp).
+void forget_event(const event* e) noexcept;
+}  // namespace detail
+}  // namespace simcuda

@@ -15,12 +15,14 @@
 //   set, so a destroyed handle is an error value, not a crash.
 // Limitations
 //   cudaStreamWaitEvent does not delay anything (work already ran); stream callbacks run at once.
+//   Work on a capturing stream is not here: it is recorded (capture.cpp, Note [simulated capture]).
 #include <chrono>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "simcuda/core.hpp"
+#include "detail.hpp"
 
 namespace simcuda {
 
@@ -159,6 +161,7 @@ bool destroy_event(event* e) noexcept {
   ordering& o = the_ordering();
   std::lock_guard lock(o.mu);
   if (!o.events.erase(e)) return false;
+  detail::forget_event(e);  // the address may come back as a new event: no stale capture marker
   e->magic = 0;
   delete e;
   return true;

@@ -142,6 +142,8 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  // Invalid while any stream of the device captures (whatever the thread's mode).
+  if (cudaError_t e = result(from(check_device_sync(current_device()))); e != cudaSuccess) return e;
   synchronize_device(current_device());
   return cudaSuccess;
 }

@@ -19,6 +19,26 @@ cudaError_t not_supported(const char* function, const char* why) noexcept {
   return result(cudaErrorNotSupported);
 }
 
+cudaError_t from(graph_status status) noexcept {
+  switch (status) {
+    case graph_status::ok: return cudaSuccess;
+    case graph_status::unsupported: return cudaErrorStreamCaptureUnsupported;
+    case graph_status::invalidated: return cudaErrorStreamCaptureInvalidated;
+    case graph_status::merge: return cudaErrorStreamCaptureMerge;
+    case graph_status::unmatched: return cudaErrorStreamCaptureUnmatched;
+    case graph_status::unjoined: return cudaErrorStreamCaptureUnjoined;
+    case graph_status::isolation: return cudaErrorStreamCaptureIsolation;
+    case graph_status::implicit: return cudaErrorStreamCaptureImplicit;
+    case graph_status::captured_event: return cudaErrorCapturedEvent;
+    case graph_status::wrong_thread: return cudaErrorStreamCaptureWrongThread;
+    case graph_status::illegal_state: return cudaErrorIllegalState;
+    case graph_status::invalid_value: return cudaErrorInvalidValue;
+    case graph_status::invalid_handle: return cudaErrorInvalidResourceHandle;
+    case graph_status::illegal_address: return cudaErrorIllegalAddress;
+  }
+  return cudaErrorUnknown;
+}
+
 cudaError_t from(mem_status status) noexcept {
   switch (status) {
     case mem_status::ok: return cudaSuccess;
@@ -60,6 +80,15 @@ constexpr error_text error_texts[] = {
     {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"},
+    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
     {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},

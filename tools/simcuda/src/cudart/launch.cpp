@@ -1,6 +1,7 @@
 // Runtime API: module registration (nvcc's __cudaRegister* calls run when torch's libraries
 // load), kernel launches (validated, counted and skipped: values are meaningless on the
-// simulator, allocation behaviour is not), function attributes, occupancy and symbols.
+// simulator, allocation behaviour is not), function attributes, occupancy and symbols. A launch
+// on a capturing stream becomes a kernel node (graph.cpp).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -47,12 +48,19 @@ bool registered(const void* function) {
 
 cudaError_t launch(const void* function, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t handle) {
   if (function == nullptr) return result(cudaErrorInvalidDeviceFunction);
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
   const gpu_spec& g = current_config().gpu;
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > static_cast<unsigned>(g.max_threads_per_block) ||
       grid.y > 65535 || grid.z > 65535 || block.z > 64 || shared_bytes > g.shared_memory_per_block_optin_bytes)
     return result(cudaErrorInvalidConfiguration);
+  node_work work;
+  work.kind = node_kind::kernel;
+  work.function = function;
+  bool captured = false;
+  cudaError_t e = enqueue(s, handle, work, &captured);
+  if (e != cudaSuccess || captured) return e;  // counted when a launch of the graph runs it
   count_kernel_launch();
   tick();
   return cudaSuccess;
@@ -211,6 +219,7 @@ cudaError_t cudaGetSymbolAddress(void** pointer, const void* symbol) {
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t bytes, size_t offset, cudaMemcpyKind kind) {
   if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
     return result(cudaErrorInvalidMemcpyDirection);
+  if (cudaError_t e = result(from(check_unsafe_call())); e != cudaSuccess) return e;  // synchronous
   symbol_record record;
   {
     registry& r = the_registry();

@@ -1,4 +1,7 @@
-// Runtime API: device and host allocations, pointer attributes, IPC handles.
+// Runtime API: device and host allocations, pointer attributes, IPC handles. Allocating and
+// freeing are potentially unsafe calls during a stream capture (check_unsafe_call: PyTorch's
+// allocator switches its thread to relaxed mode around cudaMalloc); stream-ordered allocation
+// on a capturing stream would be a memory node, which is not simulated.
 #include <unistd.h>
 
 #include <cstring>
@@ -8,15 +11,28 @@
 using namespace simcuda;
 using namespace simcuda::rt;
 
+namespace {
+
+cudaError_t refuse_memory_node(stream* s, const char* function) {
+  if (refuse_in_capture(s) == graph_status::ok) return cudaSuccess;
+  return result(static_cast<cudaError_t>(unsupported(
+      library, function, "stream-ordered allocation in a stream capture (a memory node) is not simulated; capture invalidated",
+      cudaErrorStreamCaptureUnsupported)));
+}
+
+}  // namespace
+
 extern "C" {
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return result(cudaErrorInvalidValue);
+  if (cudaError_t e = result(from(check_unsafe_call())); e != cudaSuccess) return e;
   return result(from(device_malloc(current_device(), bytes, pointer)));
 }
 
 cudaError_t cudaFree(void* pointer) {
   // cudaFree synchronizes the device before it frees.
+  if (cudaError_t e = result(from(check_unsafe_call())); e != cudaSuccess) return e;
   synchronize_device(current_device());
   mem_status s = device_free(pointer);
   if (s == mem_status::invalid_pointer) return result(cudaErrorInvalidValue);
@@ -24,13 +40,17 @@ cudaError_t cudaFree(void* pointer) {
 }
 
 cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
-  if (stream_of(stream) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  simcuda::stream* s = stream_of(stream);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = refuse_memory_node(s, "cudaMallocAsync"); e != cudaSuccess) return e;
   tick();
   return cudaMalloc(pointer, bytes);
 }
 
 cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
-  if (stream_of(stream) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  simcuda::stream* on = stream_of(stream);
+  if (on == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = refuse_memory_node(on, "cudaFreeAsync"); e != cudaSuccess) return e;
   tick();
   mem_status s = device_free(pointer);
   return result(s == mem_status::invalid_pointer ? cudaErrorInvalidValue : from(s));
@@ -40,12 +60,14 @@ cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int flags) {
   if (pointer == nullptr) return result(cudaErrorInvalidValue);
   const unsigned known = cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
   if (flags & ~known) return result(cudaErrorInvalidValue);
+  if (cudaError_t e = result(from(check_unsafe_call())); e != cudaSuccess) return e;
   return result(from(host_alloc(bytes, pointer)));
 }
 
 cudaError_t cudaMallocHost(void** pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
 
 cudaError_t cudaFreeHost(void* pointer) {
+  if (cudaError_t e = result(from(check_unsafe_call())); e != cudaSuccess) return e;
   mem_status s = host_free(pointer);
   return result(s == mem_status::ok ? cudaSuccess : cudaErrorInvalidValue);
 }

@@ -1,4 +1,5 @@
-// Runtime API: streams, events, stream capture queries and host callbacks.
+// Runtime API: streams, events and host callbacks. On a capturing stream, work and event records
+// go into the capture (graph.cpp, src/core/capture.cpp); synchronizing it is an error.
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,8 +11,6 @@ using namespace simcuda;
 using namespace simcuda::rt;
 
 namespace {
-
-thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
 
 cudaStream_t handle_of(stream* s) { return reinterpret_cast<cudaStream_t>(s); }
 
@@ -52,7 +51,14 @@ cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithPri
 
 cudaError_t cudaStreamDestroy(cudaStream_t handle) {
   stream* s = stream_of(handle);
-  if (s == nullptr || handle == nullptr || !destroy_stream(s)) return result(cudaErrorInvalidResourceHandle);
+  if (s == nullptr || handle == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (stream_capturing(s)) {  // CUDA leaves this undefined: refuse it, and say so
+    refuse_in_capture(s);
+    return result(static_cast<cudaError_t>(unsupported(library, "cudaStreamDestroy",
+                                                       "the stream takes part in a stream capture (capture invalidated)",
+                                                       cudaErrorStreamCaptureUnsupported)));
+  }
+  if (!destroy_stream(s)) return result(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
 
@@ -67,6 +73,8 @@ cudaError_t cudaStreamGetPriority(cudaStream_t handle, int* priority) {
 cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
   stream* s = stream_of(handle);
   if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  cudaError_t e = result(from(check_stream_sync(s, legacy_handle(handle))));
+  if (e != cudaSuccess) return e;
   synchronize_stream(s);
   return cudaSuccess;
 }
@@ -74,53 +82,35 @@ cudaError_t cudaStreamSynchronize(cudaStream_t handle) {
 cudaError_t cudaStreamQuery(cudaStream_t handle) {
   stream* s = stream_of(handle);
   if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  cudaError_t e = result(from(check_stream_sync(s, legacy_handle(handle))));
+  if (e != cudaSuccess) return e;
   return query_stream(s) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t e, unsigned int flags) {
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
-  if (event_of(e) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  stream* s = stream_of(handle);
+  event* ev = event_of(e);
+  if (s == nullptr || ev == nullptr) return result(cudaErrorInvalidResourceHandle);
   if (flags & ~static_cast<unsigned>(cudaEventWaitExternal)) return result(cudaErrorInvalidValue);
+  bool captured = false;
+  cudaError_t status = result(
+      from(capture_event_wait(s, ev, legacy_handle(handle), flags & cudaEventWaitExternal, &captured)));
+  if (status != cudaSuccess || captured) return status;  // a fork or join of a capture
   tick();  // work already ran: nothing to delay (see streams.cpp)
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamIsCapturing(cudaStream_t handle, cudaStreamCaptureStatus* status) {
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
-  if (status == nullptr) return result(cudaErrorInvalidValue);
-  *status = cudaStreamCaptureStatusNone;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t handle, cudaStreamCaptureStatus* status, unsigned long long* id,
-                                     cudaGraph_t* graph, const cudaGraphNode_t** deps,
-                                     const cudaGraphEdgeData** edges, size_t* count) {
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
-  if (status == nullptr) return result(cudaErrorInvalidValue);
-  *status = cudaStreamCaptureStatusNone;
-  if (id) *id = 0;
-  if (graph) *graph = nullptr;
-  if (deps) *deps = nullptr;
-  if (edges) *edges = nullptr;
-  if (count) *count = 0;
-  return cudaSuccess;
-}
-
-cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
-  if (mode == nullptr) return result(cudaErrorInvalidValue);
-  cudaStreamCaptureMode previous = t_capture_mode;
-  t_capture_mode = *mode;
-  *mode = previous;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-  return not_supported("cudaStreamBeginCapture", "CUDA graph capture is not simulated (kernels do not run)");
-}
-
 cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void* data) {
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
   if (fn == nullptr) return result(cudaErrorInvalidValue);
+  node_work work;
+  work.kind = node_kind::host;
+  work.host_fn = fn;
+  work.host_data = data;
+  bool captured = false;
+  cudaError_t e = enqueue(s, handle, work, &captured);
+  if (e != cudaSuccess || captured) return e;  // a host node runs at each launch of the graph
   tick();
   fn(data);  // the stream's earlier work is done: it ran at its call
   return cudaSuccess;
@@ -128,7 +118,12 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t handle, cudaHostFn_t fn, void* data)
 
 cudaError_t cudaStreamAddCallback(cudaStream_t handle, cudaStreamCallback_t fn, void* data, unsigned int flags) {
   if (flags != 0 || fn == nullptr) return result(cudaErrorInvalidValue);
-  if (stream_of(handle) == nullptr) return result(cudaErrorInvalidResourceHandle);
+  stream* s = stream_of(handle);
+  if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
+  if (refuse_in_capture(s) != graph_status::ok)
+    return result(static_cast<cudaError_t>(unsupported(
+        library, "cudaStreamAddCallback", "a stream callback cannot be captured (use cudaLaunchHostFunc); capture invalidated",
+        cudaErrorStreamCaptureUnsupported)));
   tick();
   fn(handle, cudaSuccess, data);
   return cudaSuccess;
@@ -157,6 +152,10 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t handle, unsigne
   stream* s = stream_of(handle);
   if (ev == nullptr || s == nullptr) return result(cudaErrorInvalidResourceHandle);
   if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) return result(cudaErrorInvalidValue);
+  bool captured = false;
+  cudaError_t status = result(
+      from(capture_event_record(ev, s, legacy_handle(handle), flags & cudaEventRecordExternal, &captured)));
+  if (status != cudaSuccess || captured) return status;  // the event marks a point of the capture
   record_event(ev, s);
   return cudaSuccess;
 }
@@ -166,12 +165,16 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t handle) { return cudaEve
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   event* ev = event_of(e);
   if (ev == nullptr) return result(cudaErrorInvalidResourceHandle);
+  cudaError_t status = result(from(check_event_use(ev)));
+  if (status != cudaSuccess) return status;
   return query_event(ev) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   event* ev = event_of(e);
   if (ev == nullptr) return result(cudaErrorInvalidResourceHandle);
+  cudaError_t status = result(from(check_event_use(ev)));
+  if (status != cudaSuccess) return status;
   synchronize_event(ev);
   return cudaSuccess;
 }

@@ -48,6 +48,26 @@ CUresult from(mem_status status) noexcept {
   return CUDA_ERROR_UNKNOWN;
 }
 
+CUresult from(graph_status status) noexcept {
+  switch (status) {
+    case graph_status::ok: return CUDA_SUCCESS;
+    case graph_status::unsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case graph_status::invalidated: return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    case graph_status::merge: return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    case graph_status::unmatched: return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    case graph_status::unjoined: return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    case graph_status::isolation: return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    case graph_status::implicit: return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    case graph_status::captured_event: return CUDA_ERROR_CAPTURED_EVENT;
+    case graph_status::wrong_thread: return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    case graph_status::illegal_state: return CUDA_ERROR_ILLEGAL_STATE;
+    case graph_status::invalid_value: return CUDA_ERROR_INVALID_VALUE;
+    case graph_status::invalid_handle: return CUDA_ERROR_INVALID_HANDLE;
+    case graph_status::illegal_address: return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
 CUresult not_supported(const char* function, const char* why) noexcept {
   return static_cast<CUresult>(unsupported(library, function, why, CUDA_ERROR_NOT_SUPPORTED));
 }
@@ -173,6 +193,7 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize(void) {
   CUdevice device = 0;
   cuCtxGetDevice(&device);
+  if (CUresult r = from(check_device_sync(device)); r != CUDA_SUCCESS) return r;  // a stream of it captures
   synchronize_device(device);
   return CUDA_SUCCESS;
 }
@@ -192,6 +213,16 @@ CUresult cuGetErrorString(CUresult error, const char** text) {
     case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "an illegal memory access was encountered"; break;
     case CUDA_ERROR_NOT_SUPPORTED: *text = "operation not supported"; break;
     case CUDA_ERROR_NOT_PERMITTED: *text = "operation not permitted"; break;
+    case CUDA_ERROR_ILLEGAL_STATE: *text = "the operation cannot be performed in the present state"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *text = "operation not permitted when stream is capturing"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *text = "operation failed due to a previous error during capture"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE: *text = "operation would result in a merge of separate capture sequences"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: *text = "capture was not ended in the same stream as it began"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: *text = "capturing stream has unjoined work"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION: *text = "dependency created on uncaptured work in another stream"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: *text = "operation would make the legacy stream depend on a capturing blocking stream"; break;
+    case CUDA_ERROR_CAPTURED_EVENT: *text = "operation not permitted on an event last recorded in a capturing stream"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: *text = "attempt to terminate a thread-local capture sequence from another thread"; break;
     default: *text = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -212,6 +243,16 @@ CUresult cuGetErrorName(CUresult error, const char** text) {
     case CUDA_ERROR_ILLEGAL_ADDRESS: *text = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
     case CUDA_ERROR_NOT_SUPPORTED: *text = "CUDA_ERROR_NOT_SUPPORTED"; break;
     case CUDA_ERROR_NOT_PERMITTED: *text = "CUDA_ERROR_NOT_PERMITTED"; break;
+    case CUDA_ERROR_ILLEGAL_STATE: *text = "CUDA_ERROR_ILLEGAL_STATE"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *text = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *text = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE: *text = "CUDA_ERROR_STREAM_CAPTURE_MERGE"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: *text = "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: *text = "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION: *text = "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: *text = "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"; break;
+    case CUDA_ERROR_CAPTURED_EVENT: *text = "CUDA_ERROR_CAPTURED_EVENT"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: *text = "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"; break;
     default: *text = nullptr; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;

@@ -1,4 +1,6 @@
-// Driver API: events and streams (the same objects as the runtime's handles).
+// Driver API: events and streams (the same objects as the runtime's handles). Stream capture
+// applies as in the runtime (src/core/capture.cpp): a record on a capturing stream marks a point of
+// the capture, synchronizing it is an error.
 #include "driver.hpp"
 
 using namespace simcuda;
@@ -29,6 +31,9 @@ CUresult cuEventRecord(CUevent e, CUstream handle) {
   event* ev = event_of(e);
   stream* s = resolve_stream(handle);
   if (ev == nullptr || s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  CUresult r = from(capture_event_record(ev, s, legacy_handle(handle), false, &captured));
+  if (r != CUDA_SUCCESS || captured) return r;
   record_event(ev, s);
   return CUDA_SUCCESS;
 }
@@ -36,12 +41,14 @@ CUresult cuEventRecord(CUevent e, CUstream handle) {
 CUresult cuEventQuery(CUevent e) {
   event* ev = event_of(e);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = from(check_event_use(ev)); r != CUDA_SUCCESS) return r;
   return query_event(ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent e) {
   event* ev = event_of(e);
   if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = from(check_event_use(ev)); r != CUDA_SUCCESS) return r;
   synchronize_event(ev);
   return CUDA_SUCCESS;
 }
@@ -56,6 +63,7 @@ CUresult cuEventDestroy(CUevent e) {  // _v2
 CUresult cuStreamSynchronize(CUstream handle) {
   stream* s = resolve_stream(handle);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = from(check_stream_sync(s, legacy_handle(handle))); r != CUDA_SUCCESS) return r;
   synchronize_stream(s);
   return CUDA_SUCCESS;
 }
