@@ -1,11 +1,16 @@
 // phasealloc convert IN OUT [--text]     any input format -> a phasealloc trace (binary or text)
-// phasealloc export  IN OUT.pickle       any input format -> a PyTorch snapshot pickle (memory_viz)
+// phasealloc export  IN OUT.pickle [--policy SPEC] [--capacity 80GiB]
+//                                        any input format, replayed with a policy -> a PyTorch
+//                                        snapshot pickle of the layout it placed (memory_viz)
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "phasealloc/conf.hpp"
 #include "phasealloc/import/snapshot_exporter.hpp"
+#include "replay_export.hpp"
 #include "phasealloc/trace/trace_file.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 #include "trace_input.hpp"
@@ -17,6 +22,8 @@ struct convert_args {
   std::string source;
   std::string output;
   bool text = false;
+  std::string policy = "pytorch";
+  std::string capacity = "80GiB";
 };
 
 trace load_valid(const std::string& source) {
@@ -42,15 +49,33 @@ void add_convert_commands(CLI::App& app) {
   });
 
   auto exported = std::make_shared<convert_args>();
-  CLI::App* ex = app.add_subcommand("export", "Write a trace as a PyTorch memory snapshot pickle for memory_viz");
+  CLI::App* ex = app.add_subcommand(
+      "export", "Replay a trace with a policy and write the layout it placed as a PyTorch memory snapshot (memory_viz)");
   ex->add_option("input", exported->source, "input (any format replay reads, or synth:JOB)")->required();
   ex->add_option("output", exported->output, "output .pickle path")->required();
+  ex->add_option("-p,--policy", exported->policy, "the allocator whose layout to draw (pytorch: PyTorch's own)")
+      ->capture_default_str();
+  ex->add_option("-c,--capacity", exported->capacity, "simulated device capacity")->capture_default_str();
   ex->callback([exported] {
     const trace t = load_valid(exported->source);
-    auto written = export_snapshot_file(t, exported->output);
-    if (!written) throw command_error(written.error().message());
-    std::cout << fmt::format("wrote {} (open it at pytorch.org/memory_viz or with torch.cuda._memory_viz)\n",
-                             exported->output);
+    const auto capacity = parse_bytes(exported->capacity);
+    if (!capacity || *capacity == 0) {
+      throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", exported->capacity));
+    }
+    replay_options options;
+    options.capacity_bytes = *capacity;
+    replay_result result;
+    const placed_snapshot layout = replay_layout(t, exported->policy, options, result);
+    const std::string bytes = export_placed_snapshot(layout);
+    std::ofstream out(exported->output, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw command_error(fmt::format("{}: could not write the file", exported->output));
+    std::cout << fmt::format(
+        "wrote {} (policy {}: peak reserved {} B, peak allocated {} B, {} segments at the end, {} events; open it at "
+        "pytorch.org/memory_viz or with torch.cuda._memory_viz)\n",
+        exported->output, result.policy, result.peak_reserved_bytes, result.peak_allocated_bytes,
+        layout.segments.size(), layout.entries.size());
   });
 }
 

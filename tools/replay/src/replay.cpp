@@ -12,11 +12,14 @@
 namespace phasealloc {
 namespace {
 
-/// Keeps the sizes of segment allocations as the engine makes them.
+/// Keeps the sizes of segment allocations as the engine makes them, and passes every event on to
+/// the caller's observer.
 struct segment_sink final : trace_sink {
-  std::vector<std::size_t>* sizes = nullptr;
+  std::vector<std::size_t>* sizes = nullptr;  ///< nullptr: not kept
+  trace_sink* observer = nullptr;
   void on_event(const trace_record& r) noexcept override {
-    if (r.op == trace_op::segment_alloc) sizes->push_back(r.block_bytes);
+    if (sizes != nullptr && r.op == trace_op::segment_alloc) sizes->push_back(r.block_bytes);
+    if (observer != nullptr) observer->on_event(r);
   }
 };
 
@@ -101,12 +104,13 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   out.events = t.events.size();
 
   segment_sink segments;
-  segments.sizes = &out.segment_alloc_bytes;
+  segments.sizes = options.record_segments ? &out.segment_alloc_bytes : nullptr;
+  segments.observer = options.observer;
   address_book addresses(t);
   const auto started = std::chrono::steady_clock::now();
   {
     engine eng(dev, *pol, engine_options{.strict = false, .check_invariants = options.check_invariants});
-    if (options.record_segments) eng.set_trace_sink(&segments);
+    if (options.record_segments || options.observer != nullptr) eng.set_trace_sink(&segments);
 
     const std::size_t n = t.events.size();
     const std::size_t stride = options.timeline_points == 0 ? 0 : std::max<std::size_t>(1, n / options.timeline_points);
@@ -185,6 +189,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
       if (p.intervals == 0) continue;
       out.phases.push_back(p);
     }
+    if (options.final_state != nullptr) *options.final_state = eng.take_snapshot();
     eng.set_trace_sink(nullptr);
   }
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

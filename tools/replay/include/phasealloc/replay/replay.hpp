@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/snapshot.hpp"
+#include "phasealloc/trace_sink.hpp"
 #include "phasealloc/stats.hpp"
 #include "phasealloc/status.hpp"
 #include "phasealloc/trace/trace_format.hpp"
@@ -41,6 +43,10 @@ struct replay_options {
   bool check_invariants = false;     ///< Run the engine's checker after every event (slow).
   std::size_t timeline_points = 0;   ///< Keep about this many (time, allocated, reserved) samples.
   bool record_segments = false;      ///< Keep the sizes of the replay's segment allocations.
+  /// Sees every engine event with the addresses the policy chose, in order (phasealloc export).
+  trace_sink* observer = nullptr;
+  /// Filled with the engine's segments and blocks at the end of the trace.
+  snapshot* final_state = nullptr;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
 };
