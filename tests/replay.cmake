@@ -2,3 +2,20 @@
 phasealloc_test(NAME replay_fidelity_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_fidelity_test.cpp
   DEPS phasealloc::replay phasealloc::importers LABELS "unit;replay")
 target_compile_definitions(replay_fidelity_test PRIVATE PHASEALLOC_SHARED_TRACES_DIR="${PHASEALLOC_SHARED_TRACES_DIR}")
+
+# phasealloc export --policy: the pickle holds the layout the replay placed (tools/export).
+phasealloc_test(NAME placed_export_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/placed_export_test.cpp
+  DEPS phasealloc::export phasealloc::importers LABELS "unit;replay")
+target_compile_definitions(placed_export_test PRIVATE PHASEALLOC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# phasealloc export refuses bad input with a message that names what was wrong (exit status 1).
+if(TARGET phasealloc)
+  set(export_refuses [=[out=$("$0" export "$1" "$2" --policy "$3" 2>&1); rc=$?; echo "$out"; [ "$rc" = 1 ] && echo "$out" | grep -q -- "$4"]=])
+  add_test(NAME export_refuses_unknown_policy
+    COMMAND sh -c "${export_refuses}" $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}/tools/data/ppo-125m.patrace
+            ${CMAKE_CURRENT_BINARY_DIR}/refused.pickle bogus "unknown policy 'bogus'.*valid policies")
+  add_test(NAME export_refuses_malformed_trace
+    COMMAND sh -c "${export_refuses}" $<TARGET_FILE:phasealloc> ${CMAKE_CURRENT_LIST_DIR}/replay.cmake
+            ${CMAKE_CURRENT_BINARY_DIR}/refused.pickle pytorch "replay.cmake: byte 0: expected a phasealloc trace")
+  set_tests_properties(export_refuses_unknown_policy export_refuses_malformed_trace PROPERTIES LABELS "unit;replay")
+endif()

@@ -50,3 +50,12 @@ else()
   message(STATUS "simcuda: PHASEALLOC_TEST_PYTHON not set, the PyTorch-on-simulator tests are not registered "
                  "(tools/dev.sh test sets it to its venv)")
 endif()
+
+# phasealloc export read by the real torch.cuda._memory_viz: its stats are the replay's numbers.
+if(PHASEALLOC_TEST_PYTHON AND TARGET phasealloc)
+  add_test(NAME export_memory_viz_test
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/export_memory_viz_test.sh $<TARGET_FILE:phasealloc> ${PHASEALLOC_TEST_PYTHON}
+            ${SIMCUDA_LIB_DIR} ${CMAKE_SOURCE_DIR}/interpose/python/bin/phasealloc-run
+            ${CMAKE_SOURCE_DIR}/tools/data/ppo-125m.patrace ${CMAKE_CURRENT_BINARY_DIR}/export_memory_viz)
+  set_tests_properties(export_memory_viz_test PROPERTIES LABELS "python;simcuda" TIMEOUT 900)
+endif()

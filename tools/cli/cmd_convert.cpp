@@ -2,15 +2,15 @@
 // phasealloc export  IN OUT.pickle [--policy SPEC] [--capacity 80GiB]
 //                                        any input format, replayed with a policy -> a PyTorch
 //                                        snapshot pickle of the layout it placed (memory_viz)
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
-#include "phasealloc/import/snapshot_exporter.hpp"
-#include "replay_export.hpp"
+#include "phasealloc/export/placed_replay.hpp"
+#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
 #include "phasealloc/trace/trace_file.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 #include "trace_input.hpp"
@@ -57,25 +57,30 @@ void add_convert_commands(CLI::App& app) {
       ->capture_default_str();
   ex->add_option("-c,--capacity", exported->capacity, "simulated device capacity")->capture_default_str();
   ex->callback([exported] {
-    const trace t = load_valid(exported->source);
+    // Bad arguments first, before a long load.
+    if (auto made = make_policy(exported->policy); !made) {
+      throw command_error(fmt::format("--policy \"{}\": {}", exported->policy, made.error()));
+    }
     const auto capacity = parse_bytes(exported->capacity);
     if (!capacity || *capacity == 0) {
       throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", exported->capacity));
     }
+    const trace t = load_valid(exported->source);
     replay_options options;
     options.capacity_bytes = *capacity;
-    replay_result result;
-    const placed_snapshot layout = replay_layout(t, exported->policy, options, result);
-    const std::string bytes = export_placed_snapshot(layout);
-    std::ofstream out(exported->output, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) throw command_error(fmt::format("{}: could not write the file", exported->output));
+    auto placed = replay_placed(t, exported->policy, options);
+    if (!placed) throw command_error(fmt::format("{}: {}", exported->source, placed.error()));
+    const replay_result& r = placed.value().result;
+    const placed_snapshot& layout = placed.value().layout;
+    if (auto written = export_placed_snapshot_file(layout, exported->output); !written) {
+      throw command_error(written.error());
+    }
     std::cout << fmt::format(
-        "wrote {} (policy {}: peak reserved {} B, peak allocated {} B, {} segments at the end, {} events; open it at "
-        "pytorch.org/memory_viz or with torch.cuda._memory_viz)\n",
-        exported->output, result.policy, result.peak_reserved_bytes, result.peak_allocated_bytes,
-        layout.segments.size(), layout.entries.size());
+        "wrote {} (policy {}: {} segments, reserved {} B and allocated {} B ({} B requested) at the end, peak reserved "
+        "{} B, peak allocated {} B, {} trace entries; open it at pytorch.org/memory_viz or with "
+        "torch.cuda._memory_viz)\n",
+        exported->output, r.policy, layout.segments.size(), r.final_reserved_bytes, r.final_allocated_bytes,
+        r.final_requested_bytes, r.peak_reserved_bytes, r.peak_allocated_bytes, layout.entries.size());
   });
 }
 

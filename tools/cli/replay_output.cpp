@@ -67,6 +67,9 @@ nlohmann::json replay_json(const replay_report& r) {
     j["peak_reserved_bytes"] = x.peak_reserved_bytes;
     j["peak_allocated_bytes"] = x.peak_allocated_bytes;
     j["peak_requested_bytes"] = x.peak_requested_bytes;
+    j["final_reserved_bytes"] = x.final_reserved_bytes;
+    j["final_allocated_bytes"] = x.final_allocated_bytes;
+    j["final_requested_bytes"] = x.final_requested_bytes;
     j["fragmentation"] = x.fragmentation();
     j["device_allocs"] = x.device_allocs;
     j["device_frees"] = x.device_frees;

@@ -121,6 +121,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
 
     for (std::size_t i = 0; i < n; ++i) {
       const trace_event& e = t.events[i];
+      if (options.clock_ns != nullptr) *options.clock_ns = e.time_ns;
       switch (e.op) {
         case trace_event_op::alloc: {
           auto r = eng.allocate(e.bytes, e.stream, e.tag);
@@ -184,6 +185,10 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     out.device_unmaps = s.num_device_unmap;
     out.alloc_retries = s.num_alloc_retries;
     out.ooms = s.num_ooms;
+    const memory_levels end = eng.levels();
+    out.final_reserved_bytes = end.reserved_bytes;
+    out.final_allocated_bytes = end.allocated_bytes;
+    out.final_requested_bytes = end.requested_bytes;
     for (const phase_stats& p : eng.phases()) {
       if (p.num_allocs == 0 && p.num_frees == 0 && p.name == "unphased") continue;
       if (p.intervals == 0) continue;

@@ -47,6 +47,9 @@ struct replay_options {
   trace_sink* observer = nullptr;
   /// Filled with the engine's segments and blocks at the end of the trace.
   snapshot* final_state = nullptr;
+  /// Set to each trace event's time (ns) before the event is replayed, so an observer can stamp
+  /// the engine events it causes.
+  std::uint64_t* clock_ns = nullptr;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
 };
@@ -76,6 +79,9 @@ struct replay_result {
   std::size_t peak_reserved_bytes = 0;
   std::size_t peak_allocated_bytes = 0;
   std::size_t peak_requested_bytes = 0;
+  std::size_t final_reserved_bytes = 0;   ///< At the end of the trace (what a snapshot then shows).
+  std::size_t final_allocated_bytes = 0;
+  std::size_t final_requested_bytes = 0;
   std::int64_t device_allocs = 0;  ///< Segments reserved (cudaMalloc / cuMemAddressReserve).
   std::int64_t device_frees = 0;
   std::int64_t device_maps = 0;
