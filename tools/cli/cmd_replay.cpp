@@ -1,4 +1,5 @@
 // phasealloc replay TRACE --policy SPEC [--policy SPEC ...] [--capacity 80GiB] [--json] [--html FILE]
+//                  [--engine model|torch|both]
 #include <cstdio>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "phasealloc/trace/trace_summary.hpp"
 #include "progress_bar.hpp"
 #include "replay_output.hpp"
+#include "torch_engine.hpp"
 #include "trace_input.hpp"
 
 namespace phasealloc::cli {
@@ -24,7 +26,27 @@ struct replay_args {
   std::string html;
   bool check = false;
   bool quiet = false;
+  std::string engine = "model";
 };
+
+/// Where the model's and PyTorch's segment events first differ ("" when they do not).
+std::string first_divergence(const std::vector<segment_step>& model, const std::vector<segment_step>& torch,
+                             nlohmann::json& json) {
+  const std::size_t n = std::min(model.size(), torch.size());
+  std::size_t k = 0;
+  while (k < n && model[k] == torch[k]) ++k;
+  json = {{"segment_events_model", model.size()}, {"segment_events_torch", torch.size()}};
+  if (k == n && model.size() == torch.size()) {
+    json["first_divergence"] = nullptr;
+    return fmt::format("segment events: {} equal in count, order and size (model and PyTorch)\n", model.size());
+  }
+  const auto describe = [&](const std::vector<segment_step>& v) {
+    return k < v.size() ? fmt::format("{} {} B", v[k].action, v[k].bytes) : std::string("(none)");
+  };
+  json["first_divergence"] = {{"index", k}, {"model", describe(model)}, {"torch", describe(torch)}};
+  return fmt::format("segment events: first divergence at #{}: model {}, PyTorch {} ({} vs {} events)\n", k,
+                     describe(model), describe(torch), model.size(), torch.size());
+}
 
 void run_replay(const replay_args& a, const std::string& invocation) {
   const auto capacity = parse_bytes(a.capacity);
@@ -39,24 +61,46 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   report.floor_bytes = summarize(t).peak_live_bytes;
   report.capacity_bytes = *capacity;
 
+  const bool model = a.engine != "torch";
+  const bool torch = a.engine != "model";
+  std::string divergences;
+  nlohmann::json divergence_json = nlohmann::json::array();
   for (const std::string& spec : a.policies) {
-    replay_options options;
-    options.capacity_bytes = *capacity;
-    if (a.device == "vmm") options.virtual_memory = true;
-    if (a.device == "segments") options.virtual_memory = false;
-    options.check_invariants = a.check;
-    options.timeline_points = a.html.empty() ? 0 : 2000;
-    progress_bar bar(fmt::format("replaying {}", spec), !a.quiet);
-    options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
-    auto r = replay(t, spec, options);
-    if (!r) throw command_error(r.error());
-    report.results.push_back(std::move(r).value());
+    replay_result modelled;
+    if (model) {
+      replay_options options;
+      options.capacity_bytes = *capacity;
+      if (a.device == "vmm") options.virtual_memory = true;
+      if (a.device == "segments") options.virtual_memory = false;
+      options.check_invariants = a.check;
+      options.timeline_points = a.html.empty() ? 0 : 2000;
+      options.record_segments = torch;
+      progress_bar bar(fmt::format("replaying {}", spec), !a.quiet);
+      options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+      auto r = replay(t, spec, options);
+      if (!r) throw command_error(r.error());
+      modelled = std::move(r).value();
+      report.results.push_back(modelled);
+    }
+    if (torch) {
+      torch_replay real = replay_with_torch(t, spec, *capacity);
+      if (model) {
+        nlohmann::json j;
+        divergences += spec + ": " + first_divergence(model_segments(modelled), real.segments, j);
+        j["policy"] = spec;
+        divergence_json.push_back(std::move(j));
+      }
+      report.results.push_back(std::move(real.result));
+    }
   }
 
   if (a.json) {
-    std::cout << replay_json(report).dump(2) << '\n';
+    nlohmann::json doc = replay_json(report);
+    if (model && torch) doc["model_vs_torch"] = std::move(divergence_json);
+    std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << render_replay_text(report);
+    if (!divergences.empty()) std::cout << '\n' << divergences;
   }
   if (!a.html.empty()) {
     report_input in;
@@ -102,6 +146,12 @@ void add_replay_command(CLI::App& app) {
   add_replay_options(cmd, *args);
   cmd->add_flag("--json", args->json, "print one JSON document instead of tables");
   cmd->add_option("--html", args->html, "also write a self-contained HTML report to this file");
+  cmd->add_option("--engine", args->engine,
+                  "model: phasealloc's engine; torch: PyTorch's own allocator on the simulated GPU (pytorch[:KEYS] "
+                  "policies; PHASEALLOC_PYTHON names the interpreter with torch); both: side by side, with the first "
+                  "segment event where they differ")
+      ->check(CLI::IsMember({"model", "torch", "both"}))
+      ->capture_default_str();
   cmd->callback([args] { run_replay(*args, command_line("replay", *args)); });
 
   auto report = std::make_shared<replay_args>();

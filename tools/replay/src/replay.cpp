@@ -16,9 +16,14 @@ namespace {
 /// the caller's observer.
 struct segment_sink final : trace_sink {
   std::vector<std::size_t>* sizes = nullptr;  ///< nullptr: not kept
+  std::vector<std::pair<trace_op, std::size_t>>* events = nullptr;
   trace_sink* observer = nullptr;
   void on_event(const trace_record& r) noexcept override {
     if (sizes != nullptr && r.op == trace_op::segment_alloc) sizes->push_back(r.block_bytes);
+    if (events != nullptr && (r.op == trace_op::segment_alloc || r.op == trace_op::segment_free ||
+                              r.op == trace_op::segment_map || r.op == trace_op::segment_unmap)) {
+      events->emplace_back(r.op, r.block_bytes);
+    }
     if (observer != nullptr) observer->on_event(r);
   }
 };
@@ -105,6 +110,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
 
   segment_sink segments;
   segments.sizes = options.record_segments ? &out.segment_alloc_bytes : nullptr;
+  segments.events = options.record_segments ? &out.segment_events : nullptr;
   segments.observer = options.observer;
   address_book addresses(t);
   const auto started = std::chrono::steady_clock::now();

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "phasealloc/devices/sim_device.hpp"
@@ -94,6 +95,8 @@ struct replay_result {
   std::vector<timeline_point> timeline;
   std::vector<phase_band> bands;
   std::vector<std::size_t> segment_alloc_bytes;
+  /// With record_segments: every segment event (segment_alloc/free/map/unmap) and its bytes, in order.
+  std::vector<std::pair<trace_op, std::size_t>> segment_events;
 
   std::int64_t device_calls() const noexcept { return device_allocs + device_frees + device_maps + device_unmaps; }
   double fragmentation() const noexcept {
