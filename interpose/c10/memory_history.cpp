@@ -48,6 +48,8 @@ void memory_history::configure(bool enabled, CreateContextFn recorder, std::size
     live_contexts_.clear();
   }
   if (!enabled) live_contexts_.clear();
+  active_.store(enabled_ || !trackers_.empty(), std::memory_order_relaxed);
+  gathering_.store(enabled_ && when_ != RecordContext::NEVER, std::memory_order_relaxed);
 }
 
 bool memory_history::enabled() const {
@@ -56,6 +58,7 @@ bool memory_history::enabled() const {
 }
 
 context_ptr memory_history::gather_for_alloc() const {
+  if (!gathering_.load(std::memory_order_relaxed)) return nullptr;
   CreateContextFn recorder = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -66,6 +69,7 @@ context_ptr memory_history::gather_for_alloc() const {
 }
 
 context_ptr memory_history::gather_for_free() const {
+  if (!gathering_.load(std::memory_order_relaxed)) return nullptr;
   CreateContextFn recorder = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -88,6 +92,7 @@ void memory_history::push_locked(TraceEntry entry) {
 }
 
 void memory_history::on_event(const phasealloc_event& event) noexcept {
+  if (!active_.load(std::memory_order_relaxed)) return;
   try {
     const TraceEntry::Action action = to_action(event.action);
     std::lock_guard lock(mutex_);
@@ -110,6 +115,7 @@ void memory_history::on_event(const phasealloc_event& event) noexcept {
 
 void memory_history::on_oom(c10::DeviceIndex device, std::size_t free_bytes, std::size_t requested_bytes,
                             void* stream) {
+  if (!active_.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(mutex_);
   if (!enabled_ && trackers_.empty()) return;
   push_locked(TraceEntry(TraceEntry::OOM, device, free_bytes, requested_bytes, stream, c10::MempoolId_t{0, 0},
@@ -139,6 +145,7 @@ context_ptr memory_history::block_context(std::size_t addr) const {
 void memory_history::attach_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker) {
   std::lock_guard lock(mutex_);
   trackers_.push_back(std::move(tracker));
+  active_.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace phasealloc::c10_bridge

@@ -16,6 +16,7 @@
 //   PyTorch does the same). Compile context and user metadata are not recorded.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,10 @@ class memory_history {
   };
   void push_locked(TraceEntry entry);
 
+  /// Whether anything is recorded or tracked: checked without the mutex, so the allocation path
+  /// pays one relaxed load while history is off (the common case).
+  std::atomic<bool> active_{false};
+  std::atomic<bool> gathering_{false};  ///< Whether contexts are gathered (history on, frames asked).
   mutable std::mutex mutex_;
   bool enabled_ = false;
   CreateContextFn recorder_ = nullptr;
