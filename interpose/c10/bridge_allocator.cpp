@@ -200,14 +200,13 @@ void* bridge_allocator::getBaseAllocation(void* ptr, std::size_t* size) {
 
 // --- books ---------------------------------------------------------------------------------------------
 
-bool bridge_allocator::native_holds_memory(c10::DeviceIndex device) {
-  const auto stats = native_->getDeviceStats(device);
-  return stats.reserved_bytes[0].allocated > 0 || stats.allocation[0].allocated > 0;
-}
-
 c10::CachingDeviceAllocator::DeviceStats bridge_allocator::getDeviceStats(c10::DeviceIndex device) {
   auto stats = engine_stats(device);
-  if (initialized() && native_holds_memory(device)) add_stats(stats, native_->getDeviceStats(device));
+  if (initialized()) {
+    // Native's private pools (MemPool, graphs) count only once they have held memory.
+    const auto native = native_->getDeviceStats(device);
+    if (native.reserved_bytes[0].allocated > 0 || native.allocation[0].allocated > 0) add_stats(stats, native);
+  }
   return stats;
 }
 

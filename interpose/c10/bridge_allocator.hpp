@@ -143,7 +143,6 @@ class bridge_allocator final : public cca::CUDAAllocator {
  private:
   void* engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream);
   void report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream, const std::string& message);
-  bool native_holds_memory(c10::DeviceIndex device);
 
   cca::CUDAAllocator* native_;  ///< Never null; PyTorch never destroys its native allocator.
   pool_routes routes_;

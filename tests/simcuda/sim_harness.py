@@ -31,6 +31,17 @@ def sim_dir():
     return os.path.dirname(max(found, key=os.path.getmtime)) if found else None
 
 
+def phasealloc_cli():
+    """The phasealloc CLI of the build the simulator comes from; skips the test when there is none."""
+    import pytest
+
+    build_dir = os.path.dirname(os.path.dirname(sim_dir() or "/nonexistent/x/y"))
+    path = os.path.join(build_dir, "tools", "cli", "phasealloc")
+    if not os.path.exists(path):
+        pytest.skip("no phasealloc CLI beside the simulator build (%s)" % path)
+    return path
+
+
 def missing():
     """Why the simulator tests cannot run here, or None."""
     if importlib.util.find_spec("torch") is None:

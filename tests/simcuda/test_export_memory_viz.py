@@ -15,20 +15,12 @@ import sim_harness
 TRACE = os.path.join(sim_harness.REPO, "tools", "data", "ppo-125m.patrace")
 
 
-def cli():
-    build_dir = os.path.dirname(os.path.dirname(sim_harness.sim_dir() or "/nonexistent/x/y"))
-    path = os.path.join(build_dir, "tools", "cli", "phasealloc")
-    if not os.path.exists(path):
-        pytest.skip("no phasealloc CLI beside the simulator build (%s)" % path)
-    return path
-
-
 @pytest.mark.parametrize("policy", ["pytorch", "phasealloc"])
 def test_export_is_the_replays_layout_and_memory_viz_agrees(tmp_path, policy):
     sim_harness.skip_or_fail()
     out = str(tmp_path / "export.pickle")
-    subprocess.run([cli(), "export", TRACE, out, "--policy", policy], check=True, capture_output=True, text=True)
-    replayed = json.loads(subprocess.run([cli(), "replay", TRACE, "--policy", policy, "--json"], check=True,
+    subprocess.run([sim_harness.phasealloc_cli(), "export", TRACE, out, "--policy", policy], check=True, capture_output=True, text=True)
+    replayed = json.loads(subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", policy, "--json"], check=True,
                                          capture_output=True, text=True).stdout)["results"][0]
     with open(out, "rb") as f:
         snap = pickle.load(f)

@@ -16,19 +16,11 @@ CONFIGS = ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_siz
            "pytorch:roundup_power2_divisions:4", "pytorch:garbage_collection_threshold:0.6"]
 
 
-def cli():
-    build_dir = os.path.dirname(os.path.dirname(sim_harness.sim_dir() or "/nonexistent/x/y"))
-    path = os.path.join(build_dir, "tools", "cli", "phasealloc")
-    if not os.path.exists(path):
-        pytest.skip("no phasealloc CLI beside the simulator build (%s)" % path)
-    return path
-
-
 @pytest.mark.parametrize("policy", CONFIGS)
 def test_model_equals_pytorchs_allocator_on_the_ppo_trace(policy):
     sim_harness.skip_or_fail()
     env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir())
-    out = subprocess.run([cli(), "replay", TRACE, "--policy", policy, "--engine", "both", "--json", "-q"], env=env,
+    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", policy, "--engine", "both", "--json", "-q"], env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     doc = json.loads(out.stdout)
@@ -51,7 +43,7 @@ def test_model_equals_pytorchs_allocator_on_the_ppo_trace(policy):
 
 def test_a_policy_pytorch_does_not_have_is_refused():
     sim_harness.skip_or_fail()
-    out = subprocess.run([cli(), "replay", TRACE, "--policy", "phasealloc", "--engine", "torch", "-q"],
+    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", "phasealloc", "--engine", "torch", "-q"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "the policy must be pytorch[:KEYS], not \"phasealloc\"" in out.stderr, out.stderr
