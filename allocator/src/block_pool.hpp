@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory_resource>
 #include <set>
 
@@ -32,8 +33,11 @@ class block_pool {
   bool contains(block* b) const { return blocks_.count(b) != 0; }
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
   /// `accept(b)` may reject a candidate (oversize rules); the search then stops, as PyTorch's does.
+  /// With `growable_size` (pool_traits::torch_expandable), a block of an expandable segment
+  /// ranks by its size plus the unmapped pages after it, and the search walks on to the next
+  /// larger block while that one ranks smaller.
   template <class Accept>
-  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept);
+  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false);
   /// Largest free block in the pool (any stream).
   std::size_t largest_bytes() const;
 
@@ -52,7 +56,7 @@ class block_pool {
 };
 
 template <class Accept>
-block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept) {
+block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size) {
   ++lookups_;
   segment key_seg;
   key_seg.stream = stream;
@@ -60,8 +64,18 @@ block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept
   key.seg = &key_seg;
   key.bytes = bytes;
   key.addr = 0;
-  const auto it = blocks_.lower_bound(&key);
+  auto it = blocks_.lower_bound(&key);
   if (it == blocks_.end() || (*it)->seg->stream != stream) return nullptr;
+  if (growable_size && (*it)->seg->expandable) {
+    const auto ranked = [](const block* b) {
+      return b->bytes + (b->next != nullptr && b->next->state == block_state::unmapped ? b->next->bytes : 0);
+    };
+    for (auto next = std::next(it); (*it)->seg->expandable && next != blocks_.end() &&
+                                    (*next)->seg->stream == stream && ranked(*next) < ranked(*it);
+         ++next) {
+      it = next;
+    }
+  }
   return accept(*it) ? *it : nullptr;
 }
 

@@ -96,10 +96,14 @@ void engine_impl::count_device(std::int64_t device_stats::*global, std::int64_t 
   ++(phases_.current_stats().*phase);
 }
 
-void engine_impl::after_operation() {
-  if (phases_.observe(levels())) {
+void engine_impl::observe_levels(bool settled) {
+  if (phases_.observe(levels(), settled)) {
     phases_.set_largest_free_at_peak(static_cast<std::int64_t>(largest_free_bytes()));
   }
+}
+
+void engine_impl::after_operation() {
+  observe_levels();
   if (options_.check_invariants) {
     const std::vector<std::string> broken = check_invariants();
     PHASEALLOC_CHECK(broken.empty(), "{} broken invariant(s):\n  {}", broken.size(), fmt::join(broken, "\n  "));
@@ -118,7 +122,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
   PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
 
   const auto accept = [&](const block* b) { return policy_.may_use(pool, b->bytes, rounded); };
-  block* b = pools_[pool].best_fit(stream, rounded, accept);
+  block* b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].torch_expandable);
   if (b != nullptr) {
     pools_[pool].erase(b);
   } else {

@@ -8,7 +8,10 @@
 //   on_oom plan, one retry after each step -> else an alloc_error with the OOM report.
 //   An expandable pool has one reservation per (pool, stream), sized to the device's capacity
 //   plus an eighth (as PyTorch's expandable segments); growth maps the lowest unmapped run that,
-//   with the free block before it, holds the request.
+//   with the free block before it, holds the request. Pools marked torch_expandable follow
+//   PyTorch's find_expandable_block and try_allocate_expandable_block instead: the chain of free
+//   and unmapped blocks after the run counts too, its runs are mapped in turn until the merged
+//   block holds the request, and a new reservation is added when no chain anywhere can.
 // Limitations: a failed map_ahead falls back to mapping only the need; nothing smarter.
 #include <algorithm>
 
@@ -46,18 +49,20 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   for (const release_step& step : plan) {
     const std::size_t released = run_step(step);
     if (step.require_target && released < step.target_bytes) continue;
+    if (step.counts_as_retry) {
+      ++stats_.num_alloc_retries;
+      ++phases_.current_stats().num_alloc_retries;
+    }
     // A step that waited for pending frees may have made a fitting block free.
-    block* b = pools_[pool].best_fit(request.stream, rounded, accept);
+    block* b = step.search_after
+                   ? pools_[pool].best_fit(request.stream, rounded, accept, pool_traits_[pool].torch_expandable)
+                   : nullptr;
     if (b != nullptr) {
       pools_[pool].erase(b);
     } else {
       b = try_grow_once(request, pool, rounded, grow_bytes);
     }
-    if (b != nullptr) {
-      ++stats_.num_alloc_retries;
-      ++phases_.current_stats().num_alloc_retries;
-      return b;
-    }
+    if (b != nullptr) return b;
   }
 
   ++stats_.num_ooms;
@@ -109,6 +114,7 @@ block* engine_impl::new_segment(pool_id pool, stream_id stream, std::size_t byte
   }
   segment* seg = add_segment(addr.value(), bytes, pool, stream, /*expandable=*/false);
   emit(trace_op::segment_alloc, seg->addr, bytes, bytes, stream);
+  observe_levels(/*settled=*/false);
   return seg->first;
 }
 
@@ -135,61 +141,109 @@ segment* engine_impl::add_segment(device_address addr, std::size_t bytes, pool_i
   return seg;
 }
 
-segment* engine_impl::expandable_segment_for(pool_id pool, stream_id stream) {
-  const auto key = std::make_pair(pool, stream);
-  if (const auto it = expandable_.find(key); it != expandable_.end()) return it->second;
-  // Address space for the whole device (and an eighth more, as PyTorch reserves), so the
-  // reservation never has to move; memory is mapped page by page as blocks need it.
+segment* engine_impl::new_expandable_segment(pool_id pool, stream_id stream) {
+  // Address space for the whole device (and an eighth more, as PyTorch reserves), so a
+  // reservation rarely has to be joined by another; memory is mapped page by page as blocks need it.
   const std::size_t page = pool_traits_[pool].page_bytes;
   const std::size_t bytes = round_up(device_.caps().capacity_bytes + device_.caps().capacity_bytes / 8, page);
   const result<device_address> addr = device_.reserve(bytes);
   if (!addr) return nullptr;
   count_device(&device_stats::num_device_alloc, &phase_stats::num_device_alloc);
   segment* raw = add_segment(addr.value(), bytes, pool, stream, /*expandable=*/true);
-  expandable_.emplace(key, raw);
+  std::vector<segment*>& list = expandable_[{pool, stream}];
+  list.insert(std::upper_bound(list.begin(), list.end(), raw,
+                               [](const segment* a, const segment* b) { return a->addr < b->addr; }),
+              raw);
   return raw;
 }
 
 block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded,
                                     std::size_t& grow_bytes) {
   const stream_id stream = request.stream;
-  segment* seg = expandable_segment_for(pool, stream);
-  if (seg == nullptr) return nullptr;
   const std::size_t page = pool_traits_[pool].page_bytes;
-  // The lowest-address unmapped run that, with the free block just before it, holds the request:
-  // map only the pages the request lacks.
-  for (block* u = seg->first; u != nullptr; u = u->next) {
-    if (u->state != block_state::unmapped) continue;
-    block* f = u->prev;
-    if (f != nullptr && (f->state != block_state::free || f->event_count != 0)) f = nullptr;
-    const std::size_t have = f != nullptr ? f->bytes : 0;
-    if (have + u->bytes < rounded) continue;
-    const std::size_t need = round_up(rounded - std::min(rounded, have), page);
-    grow_bytes = need;
-    if (need == 0) continue;  // cannot happen: f alone would have fitted in best_fit
-    const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
-    if (options_.limit_bytes != 0 && reserved + need > options_.limit_bytes) return nullptr;
-    // Map ahead as far as the policy asks when there is room: one call now saves the next few.
-    const std::size_t ahead = policy_.map_ahead_bytes(make_grow_context(request, pool, rounded, need));
-    std::size_t map_bytes = std::min(u->bytes, std::max(need, round_up(ahead, page)));
-    if (options_.limit_bytes != 0 && reserved + map_bytes > options_.limit_bytes) map_bytes = need;
-    errc mapped = device_.map(u->addr, map_bytes);
-    count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
-    if (mapped != errc::ok && map_bytes > need) {  // no room to map ahead: map what is needed
-      map_bytes = need;
-      mapped = device_.map(u->addr, need);
-      count_device(&device_stats::num_device_map, &phase_stats::num_device_map);
-    }
-    if (mapped != errc::ok) return nullptr;
-    block* m = map_bytes < u->bytes ? split_front(u, map_bytes) : u;
-    m->state = block_state::free;
-    seg->mapped_bytes += map_bytes;
-    stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(map_bytes));
-    emit(trace_op::segment_map, m->addr, map_bytes, map_bytes, stream);
-    return merge_neighbours(m);  // absorbs f, taking it out of the pool
-  }
   grow_bytes = round_up(rounded, page);
-  return nullptr;
+  const auto allocatable = [](const block* b) {
+    return b != nullptr && (b->state == block_state::free || b->state == block_state::unmapped) && b->event_count == 0;
+  };
+  if (pool_traits_[pool].torch_expandable && options_.limit_bytes != 0) {
+    const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+    if (reserved + policy_.segment_bytes(pool, rounded) > options_.limit_bytes) return nullptr;
+  }
+  // The lowest-address unmapped run that, with the free block just before it, holds the request.
+  // torch_expandable: the blocks after the run count too, as long as they are free or unmapped,
+  // and with no such run anywhere a new reservation is made (find_expandable_block).
+  const bool torch_rules = pool_traits_[pool].torch_expandable;
+  const auto room_from = [&](const block* start, const block* run) {
+    std::size_t room = 0;
+    for (const block* w = start; room < rounded && allocatable(w); w = w->next) {
+      room += w->bytes;
+      if (w == run && !torch_rules) break;
+    }
+    return room;
+  };
+  std::vector<segment*>& reservations = expandable_[{pool, stream}];
+  block* candidate = nullptr;
+  for (std::size_t i = 0; i < reservations.size() && candidate == nullptr; ++i) {
+    for (block* u = reservations[i]->first; u != nullptr && candidate == nullptr; u = u->next) {
+      if (u->state != block_state::unmapped) continue;
+      block* start = allocatable(u->prev) ? u->prev : u;
+      if (room_from(start, u) >= rounded) candidate = start;
+    }
+  }
+  if (candidate == nullptr && (torch_rules || reservations.empty())) {
+    segment* seg = new_expandable_segment(pool, stream);
+    if (seg != nullptr && seg->bytes >= rounded) candidate = seg->first;
+  }
+  if (candidate == nullptr) return nullptr;
+  grow_bytes = round_up(rounded - (candidate->state == block_state::free ? candidate->bytes : 0), page);
+
+  // Map the chain's unmapped runs in address order until the merged block holds the request
+  // (try_allocate_expandable_block); each run mapped joins the pool, so a failure leaves what was
+  // mapped cached, as torch does.
+  block* c = candidate;
+  if (c->state == block_state::unmapped) {
+    c = map_run(request, pool, rounded, c, std::min(c->bytes, rounded));
+    if (c == nullptr) return nullptr;
+  }
+  while (c->bytes < rounded) {
+    PHASEALLOC_CHECK(c->next != nullptr && c->next->state == block_state::unmapped,
+                     "expandable chain at {:#x} ends before {} bytes", c->addr, rounded);
+    c = map_run(request, pool, rounded, c->next, std::min(rounded - c->bytes, c->next->bytes));
+    if (c == nullptr) return nullptr;
+  }
+  pools_[pool].erase(c);
+  return c;
+}
+
+block* engine_impl::map_run(const alloc_request& request, pool_id pool, std::size_t rounded, block* u,
+                            std::size_t need_bytes) {
+  PHASEALLOC_CHECK(u != nullptr && u->state == block_state::unmapped, "map_run: block is not an unmapped run");
+  segment* seg = u->seg;
+  const std::size_t page = pool_traits_[pool].page_bytes;
+  const std::size_t need = std::min(u->bytes, round_up(need_bytes, page));
+  const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
+  const bool limited = options_.limit_bytes != 0 && !pool_traits_[pool].torch_expandable;
+  if (limited && reserved + need > options_.limit_bytes) return nullptr;
+  // Map ahead as far as the policy asks when there is room: one call now saves the next few.
+  const std::size_t ahead = policy_.map_ahead_bytes(make_grow_context(request, pool, rounded, need));
+  std::size_t map_bytes = std::min(u->bytes, std::max(need, round_up(ahead, page)));
+  if (limited && reserved + map_bytes > options_.limit_bytes) map_bytes = need;
+  errc mapped = device_.map(u->addr, map_bytes);
+  if (mapped != errc::ok && map_bytes > need) {  // no room to map ahead: map what is needed
+    map_bytes = need;
+    mapped = device_.map(u->addr, need);
+  }
+  if (mapped != errc::ok) return nullptr;
+  count_device(&device_stats::num_device_map, &phase_stats::num_device_map);  // maps made, as segment_map events
+  block* m = map_bytes < u->bytes ? split_front(u, map_bytes) : u;
+  m->state = block_state::free;
+  seg->mapped_bytes += map_bytes;
+  stats_.reserved_bytes.increase(seg->small, static_cast<std::int64_t>(map_bytes));
+  emit(trace_op::segment_map, m->addr, map_bytes, map_bytes, seg->stream);
+  observe_levels(/*settled=*/false);
+  m = merge_neighbours(m);  // absorbs free neighbours, taking them out of the pool
+  pools_[pool].insert(m);
+  return m;
 }
 
 }  // namespace phasealloc::detail

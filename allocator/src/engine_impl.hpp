@@ -37,6 +37,10 @@ class engine_impl {
   device_stats stats() const;
   snapshot take_snapshot() const;
   std::vector<std::string> check_invariants() const;
+  /// Folds the levels into the phase book: after every operation, and inside one wherever reserved
+  /// rises (a segment or pages added), so a peak that an out-of-memory release undoes before the
+  /// operation ends still counts, as in torch's stats.
+  void observe_levels(bool settled = true);
   void after_operation();
 
   mutable std::mutex mutex_;
@@ -48,7 +52,9 @@ class engine_impl {
   node_recycler nodes_;
   std::vector<block_pool> pools_;
   std::map<device_address, std::unique_ptr<segment>> segments_;
-  std::map<std::pair<pool_id, stream_id>, segment*> expandable_;  ///< One reservation per (pool, stream).
+  /// Expandable reservations of each (pool, stream), in address order: usually one; another is
+  /// added when no chain of free and unmapped blocks in the others holds a request.
+  std::map<std::pair<pool_id, stream_id>, std::vector<segment*>> expandable_;
   std::pmr::unordered_map<device_address, block*> live_{&nodes_};
   std::vector<pending_free> pending_;
   std::vector<event_id> spare_events_;
@@ -69,7 +75,10 @@ class engine_impl {
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).
   segment* add_segment(device_address addr, std::size_t bytes, pool_id pool, stream_id stream, bool expandable);
   block* grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
-  segment* expandable_segment_for(pool_id pool, stream_id stream);
+  /// Maps the front of unmapped run `u` (at least need_bytes, whole pages), merges it with its free
+  /// neighbours and puts the result in the pool; nullptr when the device or the limit refuses.
+  block* map_run(const alloc_request& request, pool_id pool, std::size_t rounded, block* u, std::size_t need_bytes);
+  segment* new_expandable_segment(pool_id pool, stream_id stream);
   block* take(block* b, pool_id pool, std::size_t rounded);
   block* split_front(block* b, std::size_t bytes);
   void free_block(block* b);

@@ -15,6 +15,7 @@
 // Limitations: a non-expandable segment whose pages were unmapped is served again only once it
 //   is idle and released; reusing its holes in place is left to a stitching policy.
 #include <algorithm>
+#include <tuple>
 
 #include "engine_impl.hpp"
 #include "phasealloc/check.hpp"
@@ -29,6 +30,13 @@ bool idle(const segment& seg) {
     }
   }
   return true;
+}
+
+/// Rank of `pool` in a size_index step: its place in pool_order, unlisted pools after, by id.
+std::size_t pool_rank(const release_step& step, pool_id pool) {
+  const auto it = std::find(step.pool_order.begin(), step.pool_order.end(), pool);
+  return it != step.pool_order.end() ? static_cast<std::size_t>(it - step.pool_order.begin())
+                                     : step.pool_order.size() + pool;
 }
 
 }  // namespace
@@ -66,8 +74,13 @@ std::size_t engine_impl::release_segment(segment* seg) {
   stats_.segment.decrease(seg->small, 1);
   stats_.reserved_bytes.decrease(seg->small, static_cast<std::int64_t>(unmapped));
   phases_.current_stats().released_bytes += static_cast<std::int64_t>(unmapped);
-  emit(trace_op::segment_free, seg->addr, seg->bytes, seg->bytes, seg->stream);
-  if (seg->expandable) expandable_.erase({seg->pool, seg->stream});
+  if (seg->expandable) {
+    // No event: its reservation had none either (torch's history shows only maps and unmaps).
+    std::vector<segment*>& list = expandable_[{seg->pool, seg->stream}];
+    list.erase(std::find(list.begin(), list.end(), seg));
+  } else {
+    emit(trace_op::segment_free, seg->addr, seg->bytes, seg->bytes, seg->stream);
+  }
   segments_.erase(seg->addr);
   return unmapped;
 }
@@ -161,7 +174,12 @@ std::size_t engine_impl::run_step(const release_step& step) {
   }
   if (!runs.empty() || !idle_segments.empty()) {
     if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
-    if (step.order == release_order::largest_first || step.order == release_order::best_fit_then_largest) {
+    if (step.order == release_order::size_index) {
+      const auto key = [&](const run& r) {
+        return std::tuple(pool_rank(step, r.b->seg->pool), r.b->seg->stream, r.b->bytes, r.b->addr);
+      };
+      std::sort(runs.begin(), runs.end(), [&](const run& a, const run& b) { return key(a) < key(b); });
+    } else if (step.order == release_order::largest_first || step.order == release_order::best_fit_then_largest) {
       std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) { return a.bytes > b.bytes; });
     } else if (step.order == release_order::smallest_first) {
       std::stable_sort(runs.begin(), runs.end(), [](const run& a, const run& b) { return a.bytes < b.bytes; });
@@ -174,10 +192,22 @@ std::size_t engine_impl::run_step(const release_step& step) {
       if (released >= step.target_bytes) break;
       released += unmap_block_pages(r.b, step.target_bytes - released);  // other runs are untouched
     }
+    if (step.release_empty_reservations) {
+      // An expandable reservation this step left with nothing mapped goes back (torch's
+      // release_expandable_segment); one that was empty before stays, as in torch.
+      for (segment* seg : page_wise) {
+        if (seg->expandable && seg->mapped_bytes == 0) (void)release_segment(seg);
+      }
+    }
   }
   if (whole.empty() || released >= step.target_bytes) return released;
 
   if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
+  // The size-index key (pool rank, stream, size, address); `whole` is in address order so far.
+  const auto index_key = [&](const candidate& c) {
+    return std::tuple(pool_rank(step, c.seg->pool), c.seg->stream, c.bytes, c.seg->addr);
+  };
+  const auto by_index = [&](const candidate& a, const candidate& b) { return index_key(a) < index_key(b); };
   const auto release_in = [&](const std::vector<candidate>& order) {
     for (const candidate& c : order) {
       if (released >= step.target_bytes) break;
@@ -186,6 +216,10 @@ std::size_t engine_impl::run_step(const release_step& step) {
   };
   switch (step.order) {
     case release_order::address:
+      release_in(whole);
+      break;
+    case release_order::size_index:
+      std::sort(whole.begin(), whole.end(), by_index);
       release_in(whole);
       break;
     case release_order::largest_first:
@@ -206,8 +240,8 @@ std::size_t engine_impl::run_step(const release_step& step) {
       if (fit->bytes >= step.target_bytes) {
         released += release_segment(fit->seg);
       } else {
-        std::stable_sort(whole.begin(), whole.end(),
-                         [](const candidate& a, const candidate& b) { return a.bytes > b.bytes; });
+        // Largest first, walking the size index backwards: among equal sizes the highest address first.
+        std::sort(whole.begin(), whole.end(), [&](const candidate& a, const candidate& b) { return by_index(b, a); });
         release_in(whole);
       }
       break;
@@ -216,6 +250,7 @@ std::size_t engine_impl::run_step(const release_step& step) {
       // PyTorch's garbage collection: each pass releases every segment cached at least as long
       // as the mean age of the candidates (compared exactly: age * count >= total age), then the
       // mean is recomputed over what is left; the target is checked between passes only.
+      std::sort(whole.begin(), whole.end(), by_index);
       while (released < step.target_bytes && !whole.empty()) {
         std::uint64_t total_age = 0;
         for (const candidate& c : whole) total_age += c.age;

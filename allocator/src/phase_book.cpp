@@ -52,7 +52,7 @@ phase_id phase_book::replace(phase_id id) {
   return before;
 }
 
-bool phase_book::observe(const byte_levels& levels) {
+bool phase_book::observe(const byte_levels& levels, bool settled) {
   last_ = levels;
   phase_stats& p = phases_[current()];
   p.peak_allocated_bytes = std::max(p.peak_allocated_bytes, levels.allocated);
@@ -62,11 +62,17 @@ bool phase_book::observe(const byte_levels& levels) {
   interval_.reserved = std::max(interval_.reserved, levels.reserved);
   interval_.active = std::max(interval_.active, levels.active);
   interval_.requested = std::max(interval_.requested, levels.requested);
-  if (levels.reserved > p.peak_reserved_bytes) {
+  // A peak first seen inside an operation (reserved rises before the block is handed out) is
+  // measured again when the operation ends at that level, so "unallocated at peak" does not count
+  // the block being allocated; a peak an out-of-memory release undid keeps the inside measure.
+  if (levels.reserved > p.peak_reserved_bytes ||
+      (settled && unsettled_peak_ && levels.reserved == p.peak_reserved_bytes)) {
     p.peak_reserved_bytes = levels.reserved;
     p.reserved_unallocated_at_peak_bytes = levels.reserved - levels.allocated;
+    unsettled_peak_ = !settled;
     return true;
   }
+  if (settled) unsettled_peak_ = false;
   return false;
 }
 

@@ -41,7 +41,8 @@ class phase_book {
 
   /// Folds the current levels into the current phase and interval. Returns true when reserved
   /// reached a new peak for the phase (the engine then records the largest free block).
-  bool observe(const byte_levels& levels);
+  /// `settled`: false inside an operation (reserved rose while growing), true at its end.
+  bool observe(const byte_levels& levels, bool settled = true);
   void set_largest_free_at_peak(std::int64_t bytes) { phases_[current()].largest_free_block_at_peak_bytes = bytes; }
 
   phase_stats& current_stats() { return phases_[current()]; }
@@ -57,6 +58,7 @@ class phase_book {
   std::vector<phase_id> stack_;
   byte_levels last_;      ///< Levels at the last observe(), to seed a new interval.
   byte_levels interval_;  ///< Peaks since the last transition.
+  bool unsettled_peak_ = false;  ///< The current phase's peak was last raised inside an operation.
 };
 
 }  // namespace phasealloc::detail

@@ -22,7 +22,9 @@
 //                                          segments >= max_split, the smallest single one >=
 //                                          max(request, max_split), else largest first
 //   release_cached_blocks               -> on_oom step 2 and empty_cache: synchronise pending
-//                                          frees, then every idle segment of every pool
+//                                          frees, then every idle segment, large pool then small,
+//                                          each in (stream, size, address) order
+//                                          (release_order::size_index)
 //   expandable_segments                 -> both pools expandable: 2 MiB pages (small) and
 //                                          large_segment_size pages (large)
 //   per_process_memory_fraction         -> memory_fraction (the engine's limit on reserved)
@@ -34,17 +36,14 @@
 //      (a), (b) resolved: release_step::require_target skips the retry when the oversize release
 //      freed less than its key, and the engine's aged order frees every block at least as old as
 //      the exact mean in a pass, checking the target between passes, as garbage_collect_cached_blocks.
-//      (c) After release_cached_blocks torch calls alloc_block directly; the engine first searches
-//      the pool again (a block freed by the synchronisation may fit).
-//      (d) With expandable segments and a memory fraction, alloc_block checks the limit against
-//      get_allocation_size(size), not the pages try_allocate_expandable_block maps; the engine
-//      checks the pages it maps.
-//      (e) get_free_block on an expandable block walks on to candidates whose size plus the
-//      unmapped run after them is smaller; the engine takes the first fit.
+//      (c), (d), (e) resolved: no search after a release step (release_step::search_after);
+//      expandable pools follow torch's best-fit walk, growth through chains of free and unmapped
+//      blocks, extra reservations and limit check (pool_traits::torch_expandable).
 //      (f) The engine never counts oversize_allocations / oversize_segments (it does not know
 //      max_split).
-//   2. Ages for the garbage collector count every pool lookup, including the engine's lookups
-//      after a release step; torch counts get_free_block calls only while GC is enabled.
+//   2. Ages for the garbage collector count the pool's best-fit lookups, one per allocation as
+//      torch's get_free_block calls (it counts them only while GC is enabled, which for a replay
+//      is the whole run or never).
 //   3. Keys with no effect on a single-device replay are accepted and ignored:
 //      release_lock_on_cudamalloc, pinned_use_cuda_host_register (and their _hip_ spellings),
 //      pinned_use_background_threads, pinned_num_register_threads,
@@ -120,8 +119,9 @@ void read_ignored(conf_reader& reader) {
 }  // namespace
 
 pytorch_policy::pytorch_policy(options opts) : opts_(opts) {
-  pools_.push_back(pool_traits{"small", true, opts_.expandable_segments, small_buffer_bytes, false});
-  pools_.push_back(pool_traits{"large", false, opts_.expandable_segments, opts_.large_segment_bytes, false});
+  const bool es = opts_.expandable_segments;
+  pools_.push_back(pool_traits{"small", true, es, small_buffer_bytes, false, 0, es});
+  pools_.push_back(pool_traits{"large", false, es, opts_.large_segment_bytes, false, 0, es});
 }
 
 result<pytorch_policy::options, std::string> pytorch_policy::parse(std::string_view conf) {
@@ -239,13 +239,26 @@ release_plan pytorch_policy::on_oom(const grow_context& context) {
     oversize.target_bytes = std::max(context.rounded_bytes, opts_.max_split_bytes);
     oversize.order = release_order::best_fit_then_largest;
     oversize.require_target = true;  // torch skips the retry when it freed less than the key
+    oversize.counts_as_retry = false;  // alloc_block(isRetry=false)
+    oversize.search_after = false;     // alloc_block directly
     plan.push_back(oversize);
   }
-  // release_cached_blocks: wait for pending frees, then every idle segment of every pool.
+  plan.push_back(release_cached_blocks());
+  return plan;
+}
+
+release_plan pytorch_policy::on_empty_cache() { return {release_cached_blocks()}; }
+
+release_step pytorch_policy::release_cached_blocks() {
+  // Wait for pending frees, then every idle segment: release_blocks(large_blocks) then
+  // release_blocks(small_blocks), each walking its set in (stream, size, address) order.
   release_step all;
   all.synchronize = true;
-  plan.push_back(all);
-  return plan;
+  all.order = release_order::size_index;
+  all.pool_order = {large_pool, small_pool};
+  all.release_empty_reservations = true;
+  all.search_after = false;  // alloc_block directly
+  return all;
 }
 
 }  // namespace phasealloc

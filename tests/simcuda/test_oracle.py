@@ -1,6 +1,8 @@
 """The pytorch model against PyTorch's own allocator (phasealloc replay --engine both): on the
-bundled PPO trace the two make the same segment calls, in the same order and sizes, and reach the
-same peaks, for each allocator configuration below. A divergence is fixed in the model."""
+bundled PPO trace, the synth presets and the public snapshots (shared/traces, copied to
+tests/data/snapshots) the two make the same segment calls, in the same order and sizes, and reach
+the same peaks, for each allocator configuration below. A divergence is fixed in the model.
+Random workloads near capacity are in test_oracle_random.py."""
 
 import json
 import os
@@ -12,6 +14,8 @@ import pytest
 import sim_harness
 
 TRACE = os.path.join(sim_harness.REPO, "tools", "data", "ppo-125m.patrace")
+SNAPSHOTS = os.path.join(sim_harness.REPO, "tests", "data", "snapshots")
+PRESETS = ["ppo-1.3b", "ppo-1.3b-offload", "ppo-7b"]  # ppo-125m is TRACE
 CONFIGS = ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:64",
            "pytorch:roundup_power2_divisions:4", "pytorch:garbage_collection_threshold:0.6"]
 
@@ -39,6 +43,39 @@ def test_model_equals_pytorchs_allocator_on_the_ppo_trace(policy):
     (verdict,) = doc["model_vs_torch"]
     assert verdict["first_divergence"] is None, verdict
     assert verdict["segment_events_model"] == verdict["segment_events_torch"] > 0
+
+
+def assert_same_decisions(trace, policy):
+    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir())
+    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", trace, "--policy", policy, "--engine", "both", "--json",
+                          "-q"], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-4000:]
+    doc = json.loads(out.stdout)
+    model, torch = doc["results"]
+    for key in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "device_maps", "device_unmaps",
+                "ooms", "alloc_retries", "final_reserved_bytes"):
+        assert model[key] == torch[key], (key, model[key], torch[key])
+    (verdict,) = doc["model_vs_torch"]
+    assert verdict["first_divergence"] is None, verdict
+    assert verdict["segment_events_model"] == verdict["segment_events_torch"] > 0
+
+
+@pytest.mark.parametrize("policy", ["pytorch", "pytorch:expandable_segments:True"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_model_equals_pytorchs_allocator_on_the_synth_presets(tmp_path, preset, policy):
+    sim_harness.skip_or_fail()
+    trace = str(tmp_path / (preset + ".patrace"))
+    made = subprocess.run([sim_harness.phasealloc_cli(), "synth", preset, "-o", trace], capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert_same_decisions(trace, policy)
+
+
+@pytest.mark.parametrize("policy", ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:20"])
+@pytest.mark.parametrize("snapshot", sorted(f for f in os.listdir(SNAPSHOTS) if f.endswith(".pickle")))
+def test_model_equals_pytorchs_allocator_on_the_public_snapshots(snapshot, policy):
+    sim_harness.skip_or_fail()
+    assert_same_decisions(os.path.join(SNAPSHOTS, snapshot), policy)
 
 
 def test_a_policy_pytorch_does_not_have_is_refused():

@@ -121,6 +121,9 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
   r.peak_reserved_bytes = static_cast<std::size_t>(get_int(j, "peak_reserved_bytes"));
   r.peak_allocated_bytes = static_cast<std::size_t>(get_int(j, "peak_allocated_bytes"));
   r.peak_requested_bytes = static_cast<std::size_t>(get_int(j, "peak_requested_bytes"));
+  r.final_reserved_bytes = static_cast<std::size_t>(get_int(j, "final_reserved_bytes"));
+  r.final_allocated_bytes = static_cast<std::size_t>(get_int(j, "final_allocated_bytes"));
+  r.final_requested_bytes = static_cast<std::size_t>(get_int(j, "final_requested_bytes"));
   r.device_allocs = get_int(j, "device_allocs");
   r.device_frees = get_int(j, "device_frees");
   r.device_maps = get_int(j, "device_maps");

@@ -29,6 +29,18 @@ struct pool_traits {
   bool pinned = false;        ///< Memory of this pool is never returned by transition releases.
   std::size_t grow_bytes = 0; ///< Expandable pools: map at least this much per growth (fewer
                               ///< device calls, at most this much mapped ahead; 0 = one page).
+  /// Expandable pools follow PyTorch's expandable segments where they differ from the engine's
+  /// default (which grows only from the free block just before an unmapped run, checks a memory
+  /// limit against the pages it maps, and keeps one reservation per stream):
+  ///  - best fit ranks a free block followed by unmapped pages by its size plus theirs, and walks
+  ///    on from the smallest fit to the next larger block while that one ranks smaller
+  ///    (get_free_block);
+  ///  - growth starts at the lowest unmapped run from which a chain of free and unmapped blocks
+  ///    holds the request, mapping the chain's runs until the merged block does; with none, a new
+  ///    reservation (find_expandable_block, try_allocate_expandable_block);
+  ///  - the memory limit is checked once per growth against segment_bytes(pool, rounded)
+  ///    (alloc_block checks get_allocation_size, so mapped bytes may pass it by part of a page).
+  bool torch_expandable = false;
 };
 
 struct alloc_request {
@@ -48,9 +60,14 @@ enum class release_order {
   address,             ///< In address order until the target is met.
   largest_first,       ///< Largest segments (or free page runs) first: most bytes per call.
   smallest_first,      ///< Smallest first: keeps the large runs a later request can reuse.
-  best_fit_then_largest,  ///< The smallest single segment >= target if there is one, else largest first.
+  best_fit_then_largest,  ///< The smallest single segment >= target if there is one (lowest address
+                          ///< among equals), else largest first (highest address among equals).
   aged,                ///< Segments cached at least as long as the mean first, repeatedly (PyTorch's
                        ///< garbage_collection_threshold); age counts allocations since it became free.
+                       ///< Within a pass, in size-index order.
+  size_index,          ///< Pool by pool (release_step::pool_order), each in the order of its
+                       ///< free-block index: stream, then size, then address, the order PyTorch's
+                       ///< release_blocks walks its block sets (free page runs alike, by block).
 };
 
 struct release_step {
@@ -71,6 +88,18 @@ struct release_step {
   /// on_oom only: retry only if the step released at least target_bytes (PyTorch's
   /// release_available_cached_blocks answers false, and skips its retry, when it freed less).
   bool require_target = false;
+  /// on_oom only: the retry after this step counts in num_alloc_retries, made or failed (torch
+  /// counts the retry after release_cached_blocks, not the one after release_available_cached_blocks).
+  bool counts_as_retry = true;
+  /// An expandable reservation left with no memory mapped by this step is released too (torch's
+  /// release_cached_blocks does; a policy that regrows soon keeps it and saves two device calls).
+  bool release_empty_reservations = false;
+  /// on_oom only: before growing again, search the pool once more (a step that waited for
+  /// pending frees may have made a fitting block free). torch does not: it calls alloc_block.
+  bool search_after = true;
+  /// size_index only: the pools in the order they are released (empty: pool id order); a pool not
+  /// listed comes after the listed ones, in id order.
+  std::vector<pool_id> pool_order;
 };
 
 using release_plan = std::vector<release_step>;

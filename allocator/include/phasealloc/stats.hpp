@@ -67,7 +67,8 @@ struct device_stats {
   stat_array inactive_split_bytes;  ///< Bytes of free blocks in split segments.
   stat_array requested_bytes;       ///< Bytes callers asked for (unrounded).
 
-  std::int64_t num_alloc_retries = 0;     ///< Allocations that succeeded only after a release.
+  std::int64_t num_alloc_retries = 0;     ///< Retries after an out-of-memory release, made or failed
+                                          ///< (release_step::counts_as_retry).
   std::int64_t num_ooms = 0;              ///< Allocations that failed.
   std::int64_t num_sync_all_streams = 0;  ///< Releases that waited for all pending events.
   std::int64_t num_device_alloc = 0;      ///< Segments reserved (cudaMalloc / cuMemAddressReserve).

@@ -59,8 +59,11 @@ class pytorch_policy final : public policy {
   double memory_fraction() const noexcept override { return opts_.memory_fraction; }
   release_plan before_grow(const grow_context& context) override;
   release_plan on_oom(const grow_context& context) override;
+  release_plan on_empty_cache() override;
 
  private:
+  static release_step release_cached_blocks();
+
   options opts_;
   std::vector<pool_traits> pools_;
 };
