@@ -150,7 +150,16 @@ std::vector<allocator_choice> parse_allocators(std::string_view list) {
     c.name = std::string(item);
     // Benchmark names use '/' between parts: keep the spec readable but free of it.
     std::replace(c.name.begin(), c.name.end(), '/', '_');
-    if (item != "glibc") c.spec = std::string(item);
+    if (item == "glibc") {
+      c.kind = allocator_kind::glibc;
+    } else if (item == "torch") {
+      c.kind = allocator_kind::torch;
+    } else if (item == "capi" || item.substr(0, 5) == "capi:") {
+      c.kind = allocator_kind::c_entry;
+      c.spec = item == "capi" ? std::string("phasealloc") : std::string(item.substr(5));
+    } else {
+      c.spec = std::string(item);
+    }
     out.push_back(std::move(c));
   }
   return out;

@@ -24,22 +24,16 @@
 #include <string_view>
 #include <vector>
 
+#include "alloc_books.hpp"
 #include "phasealloc/devices/sim_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policy.hpp"
 
-namespace phasealloc::bench {
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+#include "device_allocators.hpp"
+#endif
 
-/// What an allocator's books say about one benchmark run.
-struct alloc_books {
-  bool has_device = false;                 ///< false for glibc: no reserved bytes, no device calls.
-  std::size_t peak_reserved_bytes = 0;     ///< Max over every engine the run built.
-  std::size_t peak_allocated_bytes = 0;
-  std::uint64_t device_calls = 0;          ///< reserve + release + map + unmap, all engines.
-  std::uint64_t event_calls = 0;           ///< create + record + query + sync + destroy of events.
-  std::uint64_t failures = 0;              ///< Allocations that failed (the run is then an error).
-  std::string first_failure;
-};
+namespace phasealloc::bench {
 
 /// The phasealloc engine on a zero-cost sim device, with the policy a spec names.
 class engine_allocator {
@@ -112,10 +106,15 @@ class glibc_allocator {
 };
 
 /// The allocators of this run, as given to --allocators= (default "phasealloc;pytorch;glibc").
+/// "glibc", "torch" (PyTorch's own allocator), "capi[:SPEC]" (phasealloc's C entry point), or a
+/// policy spec for the engine. The last two are phasealloc_torch_bench's only.
+enum class allocator_kind { engine, glibc, torch, c_entry };
+
 struct allocator_choice {
   std::string name;  ///< As it appears in benchmark names ("phasealloc", "pytorch", "glibc").
-  std::string spec;  ///< Policy spec for the engine; empty for glibc.
-  bool glibc() const { return spec.empty(); }
+  std::string spec;  ///< Policy spec for the engine or the C entry point; empty for glibc and torch.
+  allocator_kind kind = allocator_kind::engine;
+  bool glibc() const { return kind == allocator_kind::glibc; }
 };
 std::vector<allocator_choice> parse_allocators(std::string_view list);
 const std::vector<allocator_choice>& chosen_allocators();
@@ -159,6 +158,24 @@ void run_pattern(benchmark::State& state, const allocator_choice& choice, Patter
   if (choice.glibc()) {
     glibc_allocator alloc;
     pattern(state, alloc);
+    return;
+  }
+  if (choice.kind == allocator_kind::torch || choice.kind == allocator_kind::c_entry) {
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+    std::string error;
+    if (choice.kind == allocator_kind::torch) {
+      if (auto alloc = torch_caching_allocator::make(error)) {
+        pattern(state, *alloc);
+        return;
+      }
+    } else if (auto alloc = c_entry_allocator::make(choice.spec, error)) {
+      pattern(state, *alloc);
+      return;
+    }
+    state.SkipWithError((choice.name + " is not available: " + error).c_str());
+#else
+    state.SkipWithError((choice.name + " runs in phasealloc_torch_bench only (it needs torch and a CUDA device)").c_str());
+#endif
     return;
   }
   std::string error;

@@ -40,6 +40,8 @@ void shared_engine_threads(benchmark::State& state, const allocator_choice& choi
   if (state.thread_index() == 0) {
     if (choice.glibc()) {
       slot.glibc = std::make_unique<glibc_allocator>();
+    } else if (choice.kind != allocator_kind::engine) {
+      state.SkipWithError((choice.name + ": the two-thread pattern runs on the engine and glibc only").c_str());
     } else {
       std::string error;
       slot.engine = engine_allocator::make(choice.spec, error);

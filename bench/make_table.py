@@ -17,8 +17,8 @@ import statistics
 import subprocess
 import sys
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
+ANCHOR_TARGET = 0.3  # issue 13: phasealloc <= 0.3x PyTorch's own allocator on every pattern
+ANCHOR_FAMILIES = ("BM_HotPath", "BM_Mixed", "BM_RlhfPhases", "BM_KvCacheGrowth", "BM_Pr193400")
 
 PATTERNS = {
     "BM_HotPath": "Hot path: allocate + free one size (cached reuse)",
@@ -151,7 +151,7 @@ def cell_missing(run):
     return "missing" if run is None or run.error else None
 
 
-def pattern_table(family, runs, allocators, notes):
+def pattern_table(family, runs, allocators, notes, anchor=None):
     rows = {}
     for run in sorted(runs.values(), key=lambda r: r.order):
         if run.family == family:
@@ -161,11 +161,13 @@ def pattern_table(family, runs, allocators, notes):
     engines = [a for a in allocators if not any(is_host_only(r.get(a)) for r in rows.values())]
     extra = [k for k in ("peak_live", "reserved_over_live", "event_calls")
              if any(r.get(a) and r[a].value(k) is not None for r in rows.values() for a in allocators)]
-    ratio = "phasealloc" in allocators and "pytorch" in allocators
+    ratio = anchor is None and "phasealloc" in allocators and "pytorch" in allocators
+    versus = [a for a in allocators if anchor in allocators and a != anchor]
 
     head = ["args"] + [f"ns/op {a}" + (" (host only)" if a not in engines else "") for a in allocators]
     if ratio:
         head.append("phasealloc / pytorch time")
+    head += [f"{a} / {anchor} time" for a in versus]
     head += [f"peak reserved {a}" for a in engines]
     head += [f"device calls/iter {a}" for a in engines]
     if "peak_live" in extra:
@@ -193,6 +195,12 @@ def pattern_table(family, runs, allocators, notes):
             pa, pt = by_alloc.get("phasealloc"), by_alloc.get("pytorch")
             if pa and pt and not pa.error and not pt.error and pt.value("time_per_op"):
                 cells.append(f"{pa.value('time_per_op') / pt.value('time_per_op'):.2f}×")
+            else:
+                cells.append("-")
+        for a in versus:
+            r, ref = by_alloc.get(a), by_alloc.get(anchor)
+            if r and ref and not r.error and not ref.error and ref.value("time_per_op"):
+                cells.append(f"{r.value('time_per_op') / ref.value('time_per_op'):.2f}×")
             else:
                 cells.append("-")
         for a in engines:
@@ -262,6 +270,24 @@ def check_targets(runs):
     return checks
 
 
+def check_anchor_targets(runs, anchor, allocators):
+    """Every phasealloc allocator against `anchor` (PyTorch's own allocator) on the issue's patterns."""
+    checks = []
+    for a in [x for x in allocators if x != anchor and x != "glibc"]:
+        for family in ANCHOR_FAMILIES:
+            mine = {r.args: r for r in runs.values() if r.family == family and r.allocator == a}
+            ref = {r.args: r for r in runs.values() if r.family == family and r.allocator == anchor}
+            target = f"{PATTERNS.get(family, family).split(':')[0]}: {a} time/op <= {ANCHOR_TARGET}× {anchor}'s"
+            pairs = [(k, mine[k], ref[k]) for k in mine if k in ref and not mine[k].error and not ref[k].error]
+            if not pairs:
+                checks.append((target, "not measured", f"{a} or {anchor} rows missing"))
+                continue
+            ratios = [(k, m.value("time_per_op") / t.value("time_per_op")) for k, m, t in pairs]
+            met = all(x <= ANCHOR_TARGET for _, x in ratios)
+            checks.append((target, "met" if met else "not met", "; ".join(f"{k}: {x:.2f}×" for k, x in ratios)))
+    return checks
+
+
 def git_commit():
     """The checkout this script lives in (the JSON may be anywhere)."""
     try:
@@ -295,7 +321,7 @@ def machine_lines(context, commit):
     return lines
 
 
-def render(data, commit):
+def render(data, commit, anchor=None):
     context = data.get("context", {})
     runs = load_runs(data)
     allocators = allocator_order(runs, context)
@@ -311,28 +337,40 @@ def render(data, commit):
         "- peak reserved: the engine's peak reserved bytes; device calls/iter: reserve + release + map + unmap "
         "per iteration of the timed loop.",
         "",
+    ] if anchor is None else [
+        f"- {reps} repetition(s) per benchmark; every number is the median over them "
+        "(±: coefficient of variation of time/op).",
+        f"- `{anchor}`: PyTorch's own CUDACachingAllocator from the wheel's libc10_cuda.so (raw_alloc_with_stream / "
+        "raw_delete); `capi`: phasealloc's C entry point (phasealloc_malloc / phasealloc_free, what "
+        "CUDAPluggableAllocator calls) with its default policy. Both run on the CUDA device, here the simulated "
+        "GPU (simcuda), and pay its device calls (cudaMalloc, cuMemMap, ...: host work in the simulator, not a "
+        "GPU's cost). `phasealloc`: the engine alone on the zero-cost sim device. glibc: malloc/free on the host.",
+        "- ns/op: CPU time per allocator call; device calls/iter: the allocator's own count (torch: cudaMalloc + "
+        "cudaFree, each expandable map counted as an alloc; phasealloc: reserve + release + map + unmap).",
+        "",
     ]
     notes = {}
     for family in list(PATTERNS) + sorted({r.family for r in runs.values()} - set(PATTERNS)):
-        out += pattern_table(family, runs, allocators, notes)
+        out += pattern_table(family, runs, allocators, notes, anchor)
     if notes:
         out += ["Missing allocators:", ""]
         out += [f"- `{a}`: {msg}" for a, msg in notes.items()]
         out.append("")
     out += ["### Targets", "", "| target | verdict | measured |", "|---|---|---|"]
-    checks = check_targets(runs)
+    checks = check_targets(runs) if anchor is None else check_anchor_targets(runs, anchor, allocators)
     out += [f"| {t} | **{v}** | {e} |" for t, v, e in checks]
     out.append("")
     return "\n".join(out), checks
 
 
-def replace_between_markers(readme, table):
+def replace_between_markers(readme, table, name="results"):
     with open(readme, encoding="utf-8") as f:
         text = f.read()
-    begin, end = text.find(BEGIN), text.find(END)
+    begin_marker, end_marker = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    begin, end = text.find(begin_marker), text.find(end_marker)
     if begin < 0 or end < begin:
-        sys.exit(f"{readme}: markers {BEGIN} / {END} not found")
-    text = text[: begin + len(BEGIN)] + "\n" + table + "\n" + text[end:]
+        sys.exit(f"{readme}: markers {begin_marker} / {end_marker} not found")
+    text = text[: begin + len(begin_marker)] + "\n" + table + "\n" + text[end:]
     with open(readme, "w", encoding="utf-8") as f:
         f.write(text)
 
@@ -342,12 +380,16 @@ def main():
     parser.add_argument("json", help="Google Benchmark JSON output of phasealloc_bench")
     parser.add_argument("--readme", help="write the table between the results markers of this file")
     parser.add_argument("--commit", help="git commit to show (default: git rev-parse --short HEAD)")
+    parser.add_argument("--anchor", help="the allocator every other is compared with (phasealloc_torch_bench: torch)")
+    parser.add_argument("--markers", default="results", help="marker name in the README (default: results)")
     args = parser.parse_args()
     with open(args.json, encoding="utf-8") as f:
         data = json.load(f)
-    table, checks = render(data, args.commit or git_commit())
+    table, checks = render(data, args.commit or git_commit(), args.anchor)
+    if args.anchor:
+        table = table.replace("## Results", f"## Against PyTorch's own allocator ({args.anchor})", 1)
     if args.readme:
-        replace_between_markers(args.readme, table)
+        replace_between_markers(args.readme, table, args.markers)
     else:
         print(table)
     for target, verdict, evidence in checks:
