@@ -47,7 +47,7 @@ std::unique_ptr<c_entry_allocator> c_entry_allocator::make(std::string_view spec
   phasealloc_init(1);
   std::unique_ptr<c_entry_allocator> out(new c_entry_allocator());
   out->spec_ = std::string(spec);
-  out->reset();
+  out->clear();  // the process's allocator served earlier benchmarks: none of that counts here
   return out;
 }
 
@@ -83,6 +83,10 @@ void c_entry_allocator::reset() {
   const c_entry_stats s = read_stats();
   folded_peak_reserved_ = std::max(folded_peak_reserved_, s.peak_reserved_bytes);
   folded_peak_allocated_ = std::max(folded_peak_allocated_, s.peak_allocated_bytes);
+  clear();
+}
+
+void c_entry_allocator::clear() {
   phasealloc_reset();
   (void)phasealloc_reset_peak_stats(0);
 }

@@ -57,6 +57,7 @@ class torch_caching_allocator {
 
  private:
   torch_caching_allocator() = default;
+  void clear();  ///< Empties the cache and resets the peaks, without folding them into the books.
   void note_failure(std::string message);
 
   std::size_t folded_peak_reserved_ = 0;
@@ -86,6 +87,7 @@ class c_entry_allocator {
 
  private:
   c_entry_allocator() = default;
+  void clear();  ///< Empties the cache and resets the peaks, without folding them into the books.
   void note_failure(std::string message);
 
   std::string spec_;

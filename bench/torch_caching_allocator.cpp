@@ -40,7 +40,7 @@ std::unique_ptr<torch_caching_allocator> torch_caching_allocator::make(std::stri
     return nullptr;
   }
   std::unique_ptr<torch_caching_allocator> out(new torch_caching_allocator());
-  out->reset();
+  out->clear();  // the process's allocator served earlier benchmarks: none of that counts here
   return out;
 }
 
@@ -71,6 +71,10 @@ void torch_caching_allocator::reset() {
   const auto s = stats();
   folded_peak_reserved_ = std::max(folded_peak_reserved_, static_cast<std::size_t>(s.reserved_bytes[0].peak));
   folded_peak_allocated_ = std::max(folded_peak_allocated_, static_cast<std::size_t>(s.allocated_bytes[0].peak));
+  clear();
+}
+
+void torch_caching_allocator::clear() {
   cca::emptyCache();
   cca::resetPeakStats(0);
 }
