@@ -11,10 +11,17 @@ void add_inspect_command(CLI::App& app);
 void add_convert_commands(CLI::App& app);  // convert, export
 void add_synth_command(CLI::App& app);
 void add_policies_command(CLI::App& app);
+void add_dryrun_command(CLI::App& app);
 
 /// Thrown by a command to end with a message and exit status 1 (tools may throw; the engine never does).
 struct command_error : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// Thrown by a command that has said everything and ends with `status` (dryrun: the job's own
+/// non-zero exit status).
+struct command_exit {
+  int status = 0;
 };
 
 }  // namespace phasealloc::cli

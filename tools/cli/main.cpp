@@ -14,10 +14,13 @@ int main(int argc, char** argv) {
   phasealloc::cli::add_convert_commands(app);
   phasealloc::cli::add_synth_command(app);
   phasealloc::cli::add_policies_command(app);
+  phasealloc::cli::add_dryrun_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const phasealloc::cli::command_exit& e) {
+    return e.status;
   } catch (const phasealloc::cli::command_error& e) {
     std::fprintf(stderr, "phasealloc: error: %s\n", e.what());
     return 1;

@@ -11,34 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "launcher.hpp"
 #include "phasealloc/trace/trace_text.hpp"
 
 namespace phasealloc::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-fs::path executable_dir() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : self.parent_path();
-}
-
-/// phasealloc-run: PHASEALLOC_RUN, beside this executable (installed), or in the source tree.
-std::string find_launcher() {
-  if (const char* env = std::getenv("PHASEALLOC_RUN"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  if (const fs::path beside = executable_dir() / "phasealloc-run"; fs::exists(beside, ec)) return beside.string();
-  const fs::path in_tree = fs::path(PHASEALLOC_SOURCE_DIR) / "interpose" / "python" / "bin" / "phasealloc-run";
-  if (fs::exists(in_tree, ec)) return in_tree.string();
-  throw command_error("--engine torch: phasealloc-run not found (set PHASEALLOC_RUN to its path)");
-}
 
 /// pytorch[:KEYS] -> KEYS, PyTorch's PYTORCH_CUDA_ALLOC_CONF.
 std::string alloc_conf(const std::string& spec) {
@@ -71,7 +50,7 @@ std::int64_t get_int(const nlohmann::json& j, const char* key) { return j.value(
 
 torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, std::size_t capacity_bytes) {
   const std::string conf = alloc_conf(policy_spec);
-  const std::string launcher = find_launcher();
+  const std::string launcher = find_launcher("--engine torch");
   const char* python_env = std::getenv("PHASEALLOC_PYTHON");
   const std::string python = python_env != nullptr && *python_env != '\0' ? python_env : "python3";
 
@@ -84,12 +63,8 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
     auto written = write_trace_text(t, out, trace_path.string());
     if (!written) throw command_error(written.error().message());
   }
-  std::string python_path;
+  const std::string python_path = source_python_path();
   std::error_code ec;
-  if (const fs::path pkg = fs::path(PHASEALLOC_SOURCE_DIR) / "interpose" / "python"; fs::exists(pkg, ec)) {
-    const char* old = std::getenv("PYTHONPATH");
-    python_path = pkg.string() + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
-  }
   const std::string command = fmt::format(
       "env PYTORCH_CUDA_ALLOC_CONF={} SIMCUDA_GPU=quiet:1 {}{} --sim-gpu={} --native -- {} -m phasealloc.torch_replay "
       "{} --out {} >{} 2>&1",

@@ -1,0 +1,77 @@
+"""phasealloc dryrun: an unmodified PyTorch job runs on the simulated GPU, its allocations are
+recorded with the phases the env-var swap detects, and each allocator's replay at the planned
+capacity says whether the job fits."""
+
+import json
+import os
+import subprocess
+import sys
+
+import sim_harness
+
+EXAMPLE = ["-m", "phasealloc.examples.rlhf_step"]
+
+
+def dryrun(args, job, timeout=600):
+    sim_harness.skip_or_fail()
+    sim = sim_harness.sim_dir()
+    build = os.path.dirname(os.path.dirname(sim))
+    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=sim,
+               PHASEALLOC_LIBRARY=os.path.join(build, "interpose", "libphasealloc_torch.so"))
+    env.pop("PHASEALLOC_CONF", None)
+    return subprocess.run([sim_harness.phasealloc_cli(), "dryrun"] + args + ["--", sys.executable] + job, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_dryrun_replays_the_job_under_each_allocator(tmp_path):
+    html = tmp_path / "report.html"
+    traces = tmp_path / "traces"
+    out = dryrun(["--gpu", "24GiB", "--json", "--html", str(html), "--trace-dir", str(traces)], EXAMPLE)
+    assert out.returncode == 0, out.stderr[-4000:]
+    doc = json.loads(out.stdout)
+    assert doc["job"]["exit_status"] == 0 and doc["job"]["command"][-1] == "phasealloc.examples.rlhf_step"
+    assert doc["capacity_bytes"] == 24 << 30
+    assert [r["policy"] for r in doc["results"]][:2] == ["pytorch", "pytorch:expandable_segments:True"]
+    assert doc["results"][2]["policy"].startswith("phasealloc")
+    assert len(doc["processes"]) == 1 and doc["processes"][0]["results"] == doc["results"]
+    for r in doc["results"]:
+        assert r["ooms"] == 0
+        assert r["peak_reserved_bytes"] >= r["peak_allocated_bytes"] >= doc["floor_bytes"] > 0
+        # The phases the example marks, recorded by the swap, replayed per phase.
+        assert {"generation", "inference", "training", "optimizer"} <= {p["name"] for p in r["phases"]}
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    (trace,) = list(traces.iterdir())
+    assert trace.suffix == ".patrace" and trace.stat().st_size > 0
+    # The progress and the job's own output go to stderr / through, not into the JSON.
+    assert "phasealloc dryrun: job exited with status 0" in out.stderr
+
+
+def test_dryrun_says_which_allocator_runs_out_of_memory():
+    # Below the job's peak of live bytes no allocator fits: every one must say so, in its phase.
+    out = dryrun(["--gpu", "64MiB", "--record-gpu", "4GiB", "--html", "", "-q"], EXAMPLE)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert "On a 64.00 MiB GPU:" in out.stdout
+    verdicts = [l for l in out.stdout.splitlines() if "OUT OF MEMORY" in l]
+    assert len(verdicts) == 3, out.stdout
+    assert all(" in " in l for l in verdicts)
+
+
+def test_a_failing_job_still_gets_its_report_and_its_exit_status():
+    job = ["-c", "import torch; keep = torch.empty(1 << 20, device='cuda'); raise SystemExit(3)"]
+    out = dryrun(["--gpu", "1GiB", "--json", "--html", "", "-q"], job)
+    assert out.returncode == 3, out.stderr[-4000:]
+    doc = json.loads(out.stdout)
+    assert doc["job"]["exit_status"] == 3
+    assert doc["floor_bytes"] >= 1 << 20
+    assert "the job failed (exit status 3)" in out.stderr
+
+
+def test_a_job_without_cuda_allocations_is_an_error_that_says_so():
+    out = dryrun(["--gpu", "1GiB", "-q"], ["-c", "print('no gpu here')"])
+    assert out.returncode == 1
+    assert "made no CUDA allocation through PyTorch" in out.stderr
+
+
+def test_bad_options_are_named():
+    out = dryrun(["--gpu", "lots", "-q"], ["-c", "pass"])
+    assert out.returncode == 1 and '--gpu: "lots" is not a byte size' in out.stderr

@@ -1,0 +1,255 @@
+// phasealloc dryrun [--gpu 80GiB] [--record-gpu SIZE] [--policy SPEC ...] [--json] [--html FILE]
+//                   [--trace-dir DIR] [-q] -- COMMAND [ARGS...]
+//
+// Design note
+// Rationale: the question users ask before they rent a GPU is "will my job fit, and with which
+//   allocator?". The simulated GPU runs the unmodified job without one (kernels are skipped,
+//   untouched memory costs no RAM), so the job's real allocation pattern can be recorded at any
+//   model size and replayed under each allocator at the capacity the user plans for.
+// Approach: the job runs under phasealloc-run --sim-gpu=RECORD --trace DIR/trace.%p.patrace, so
+//   every process that uses CUDA writes its own trace with the phases the env-var swap detects (or
+//   the job marks). A progress line shows the job is alive. Each trace is then replayed under the
+//   policies (default: pytorch, pytorch:expandable_segments:True, phasealloc) on a simulated GPU of
+//   --gpu bytes: peak reserved / allocated per phase, and whether an allocator runs out of memory.
+//   --json prints the replay's JSON per process plus the job's exit status (the job's own standard
+//   output then goes to standard error); the HTML report is the
+//   replay's. The job's own non-zero exit status is dryrun's, after the report of what it did.
+// Limitations: recording runs under phasealloc's allocator, whose decisions do not change what the
+//   job asks for, but a job that sizes itself from free memory (vLLM's gpu_memory_utilization) sees
+//   phasealloc's free memory while recording. A job that runs out of memory while recording stops
+//   early: record on a larger simulated GPU (--record-gpu) to see all of it. Only CUDA memory that
+//   goes through PyTorch's allocator is traced.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "job_runner.hpp"
+#include "launcher.hpp"
+#include "phasealloc/conf.hpp"
+#include "phasealloc/oom_report.hpp"
+#include "phasealloc/report/report.hpp"
+#include "phasealloc/trace/trace_summary.hpp"
+#include "replay_output.hpp"
+#include "text_table.hpp"
+#include "trace_input.hpp"
+
+namespace phasealloc::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct dryrun_args {
+  std::string gpu = "80GiB";
+  std::string record_gpu;
+  std::vector<std::string> policies;
+  bool json = false;
+  std::string html = "phasealloc-dryrun.html";
+  std::string trace_dir;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+const std::vector<std::string> default_policies = {"pytorch", "pytorch:expandable_segments:True", "phasealloc"};
+
+std::size_t bytes_option(const std::string& flag, const std::string& value) {
+  const auto b = parse_bytes(value);
+  if (!b || *b == 0) throw command_error(fmt::format("{}: \"{}\" is not a byte size (e.g. 24GiB)", flag, value));
+  return *b;
+}
+
+/// The traces the job's processes wrote, oldest process first.
+std::vector<fs::path> traces_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec) && e.path().extension() == ".patrace") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    std::error_code e1, e2;
+    return fs::last_write_time(a, e1) < fs::last_write_time(b, e2);
+  });
+  return out;
+}
+
+std::uintmax_t bytes_in(const std::vector<fs::path>& files) {
+  std::uintmax_t total = 0;
+  std::error_code ec;
+  for (const auto& f : files) {
+    const auto n = fs::file_size(f, ec);
+    if (!ec) total += n;
+  }
+  return total;
+}
+
+/// One line per allocator: fits, or where it runs out of memory.
+std::string verdicts(const replay_report& r) {
+  std::string out;
+  for (const replay_result& res : r.results) {
+    if (res.ooms == 0) {
+      out += fmt::format("  {:<34} fits: peak reserved {} of {}\n", res.policy, format_bytes(res.peak_reserved_bytes),
+                         format_bytes(r.capacity_bytes));
+      continue;
+    }
+    std::string where;
+    for (const phase_stats& p : res.phases) {
+      if (p.num_ooms > 0) where += fmt::format("{}{} in {}", where.empty() ? "" : ", ", p.num_ooms, p.name);
+    }
+    out += fmt::format("  {:<34} OUT OF MEMORY: {} allocation(s) fail ({})\n", res.policy, res.ooms, where);
+  }
+  return out;
+}
+
+void run_dryrun(const dryrun_args& a) {
+  if (a.command.empty()) throw command_error("dryrun needs the job's command after --, e.g. -- python train.py");
+  const std::size_t gpu_bytes = bytes_option("--gpu", a.gpu);
+  const std::size_t record_bytes = a.record_gpu.empty() ? gpu_bytes : bytes_option("--record-gpu", a.record_gpu);
+  const std::vector<std::string>& policies = a.policies.empty() ? default_policies : a.policies;
+
+  // Where the traces go: a folder the user named (kept), else a private one (removed).
+  fs::path dir;
+  bool remove_dir = false;
+  if (!a.trace_dir.empty()) {
+    dir = a.trace_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw command_error(fmt::format("--trace-dir {}: {}", a.trace_dir, ec.message()));
+    if (!traces_in(dir).empty()) {
+      throw command_error(fmt::format("--trace-dir {}: already holds .patrace files; name an empty folder",
+                                      a.trace_dir));
+    }
+  } else {
+    std::string pattern = (fs::temp_directory_path() / "phasealloc-dryrun-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw command_error("dryrun: could not create a temporary folder");
+    dir = pattern;
+    remove_dir = true;
+  }
+  struct cleanup {
+    fs::path dir;
+    bool on;
+    ~cleanup() {
+      std::error_code ec;
+      if (on) fs::remove_all(dir, ec);
+    }
+  } cleaner{dir, remove_dir};
+
+  std::vector<std::string> argv = {find_launcher("dryrun"), fmt::format("--sim-gpu={}", record_bytes), "--trace",
+                                   (dir / "trace.%p.patrace").string(), "--"};
+  argv.insert(argv.end(), a.command.begin(), a.command.end());
+  std::vector<std::pair<std::string, std::string>> env;
+  if (const std::string pp = source_python_path(); !pp.empty()) env.emplace_back("PYTHONPATH", pp);
+  if (std::getenv("SIMCUDA_GPU") == nullptr) env.emplace_back("SIMCUDA_GPU", "quiet:1");
+
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  double last_line = -1.0;
+  const auto alive = [&](double seconds) {
+    if (a.quiet) return;
+    if (!tty && seconds - last_line < 15.0) return;
+    if (tty && seconds - last_line < 1.0) return;
+    last_line = seconds;
+    const auto files = traces_in(dir);
+    std::fprintf(stderr, "%sphasealloc dryrun: job running %.0f s on a simulated %s GPU, %zu process(es) traced, %s%s",
+                 tty ? "\r" : "", seconds, format_bytes(record_bytes).c_str(), files.size(),
+                 format_bytes(bytes_in(files)).c_str(), tty ? "   " : "\n");
+    std::fflush(stderr);
+  };
+  const job_result job = run_job(argv, env, alive, /*stdout_to_stderr=*/a.json);
+  if (!a.quiet) {
+    std::fprintf(stderr, "%sphasealloc dryrun: job %s %d after %.1f s\n", tty && last_line >= 0 ? "\n" : "",
+                 job.signaled ? "killed by signal, status" : "exited with status", job.exit_status, job.seconds);
+  }
+
+  const std::vector<fs::path> traces = traces_in(dir);
+  if (traces.empty()) {
+    throw command_error(fmt::format(
+        "the job (exit status {}) made no CUDA allocation through PyTorch: nothing to replay (does it import torch "
+        "and use the GPU?)",
+        job.exit_status));
+  }
+
+  nlohmann::json processes = nlohmann::json::array();
+  std::string text;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    auto loaded = load_any_trace(traces[i].string());
+    if (!loaded) throw command_error(loaded.error());
+    const trace& t = loaded.value();
+    replay_report report;
+    report.trace_name = traces[i].filename().string();
+    report.events = t.events.size();
+    report.floor_bytes = summarize(t).peak_live_bytes;
+    report.capacity_bytes = gpu_bytes;
+    for (const std::string& spec : policies) {
+      replay_options options;
+      options.capacity_bytes = gpu_bytes;
+      options.timeline_points = a.html.empty() ? 0 : 2000;
+      auto r = replay(t, spec, options);
+      if (!r) throw command_error(r.error());
+      report.results.push_back(std::move(r).value());
+    }
+    text += fmt::format("{}== process {} of {} ({})\n{}\nOn a {} GPU:\n{}", i == 0 ? "" : "\n", i + 1, traces.size(),
+                        report.trace_name, render_replay_text(report), format_bytes(gpu_bytes), verdicts(report));
+    if (!a.html.empty()) {
+      report_input in;
+      in.trace_name = report.trace_name;
+      in.floor_bytes = report.floor_bytes;
+      in.capacity_bytes = report.capacity_bytes;
+      in.results = report.results;
+      in.generated_by = "phasealloc dryrun --gpu " + a.gpu + " --";
+      for (const auto& c : a.command) in.generated_by += " " + c;
+      fs::path html = a.html;
+      if (traces.size() > 1) {
+        html.replace_filename(fmt::format("{}.{}{}", html.stem().string(), i + 1, html.extension().string()));
+      }
+      auto written = write_html_report(html, in);
+      if (!written) throw command_error(written.error());
+      text += fmt::format("report: {}\n", html.string());
+    }
+    nlohmann::json doc = replay_json(report);
+    doc["process"] = i + 1;
+    processes.push_back(std::move(doc));
+  }
+
+  if (a.json) {
+    nlohmann::json out = processes[0];
+    out["job"] = {{"command", a.command}, {"exit_status", job.exit_status}, {"signaled", job.signaled},
+                  {"seconds", job.seconds}, {"record_capacity_bytes", record_bytes}};
+    out["processes"] = processes;
+    std::cout << out.dump(2) << '\n';
+  } else {
+    std::cout << text;
+    if (!a.trace_dir.empty()) std::cout << "traces: " << a.trace_dir << '\n';
+  }
+  if (job.exit_status != 0) {
+    std::fprintf(stderr, "phasealloc dryrun: the job failed (exit status %d); the replay covers what it did until then\n",
+                 job.exit_status);
+    throw command_exit{job.exit_status};
+  }
+}
+
+}  // namespace
+
+void add_dryrun_command(CLI::App& app) {
+  auto args = std::make_shared<dryrun_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "dryrun", "Run an unmodified PyTorch job on a simulated GPU and say whether it fits, under each allocator");
+  cmd->add_option("--gpu", args->gpu, "the GPU's memory to plan for (the replays' capacity)")->capture_default_str();
+  cmd->add_option("--record-gpu", args->record_gpu,
+                  "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
+                  "would run out of memory finish");
+  cmd->add_option("-p,--policy", args->policies,
+                  "allocators to compare, repeatable (default: pytorch, pytorch:expandable_segments:True, phasealloc)");
+  cmd->add_flag("--json", args->json, "print the replays' JSON (per process) and the job's exit status");
+  cmd->add_option("--html", args->html, "the HTML report to write (\"\" for none)")->capture_default_str();
+  cmd->add_option("--trace-dir", args->trace_dir, "keep the recorded traces in this (empty or new) folder");
+  cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
+  cmd->add_option("command", args->command, "the job, after --: e.g. -- python train_ppo.py --steps 2")->required();
+  cmd->callback([args] { run_dryrun(*args); });
+}
+
+}  // namespace phasealloc::cli
