@@ -13,3 +13,6 @@ phasealloc_test(NAME phasealloc_policy_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;policy")
 phasealloc_test(NAME host_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/host_pool_test.cpp
   DEPS phasealloc::engine phasealloc::sim_device LABELS "unit;engine")
+# Issue 17: sizes and memory fractions at their extremes, under every policy: values, never aborts.
+phasealloc_test(NAME engine_extremes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/engine_extremes_test.cpp
+  DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;engine")

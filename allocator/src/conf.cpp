@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fmt/format.h>
 
 namespace phasealloc {
@@ -125,6 +126,10 @@ std::optional<double> conf_reader::get_double(std::string_view key) {
   }
   if (consumed != e->value.size() || consumed == 0) {
     fail(key, fmt::format("\"{}\" is not a number", e->value));
+    return std::nullopt;
+  }
+  if (!std::isfinite(v)) {  // nan, inf and overflowing literals: no key means any of them
+    fail(key, fmt::format("\"{}\" is not a finite number", e->value));
     return std::nullopt;
   }
   return v;

@@ -43,10 +43,14 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
   pools_.reserve(pool_traits_.size());
   for (std::size_t i = 0; i < pool_traits_.size(); ++i) pools_.emplace_back(&nodes_);
   const double fraction = policy_.memory_fraction();
+  // Policies check the fraction when they parse it: a value outside (0, 1] here is a broken policy.
   PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
                    fraction);
   if (options_.limit_bytes == 0 && fraction < 1.0) {
-    options_.limit_bytes = static_cast<std::size_t>(fraction * static_cast<double>(caps.capacity_bytes));
+    // A fraction too small for one byte of this device is a limit of one byte (nothing fits), never
+    // "no limit"; tools ask memory_limit_bytes() first and refuse such a fraction with a message.
+    auto limit = memory_limit_bytes(fraction, caps.capacity_bytes);
+    options_.limit_bytes = limit ? limit.value() : 1;
   }
 }
 
@@ -115,6 +119,17 @@ void engine_impl::after_operation() {
 result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
   if (!pending_.empty()) process_events();
   const alloc_request request{bytes, stream, phases_.current(), tag};
+  if (bytes > max_request_bytes()) {
+    // More than the whole device (a size near 2^64 from a bad trace or caller): no policy can
+    // round it without overflow and no device can hold it. Out of memory, before the policy sees it.
+    alloc_error error;
+    ++stats_.num_ooms;
+    ++phases_.current_stats().num_ooms;
+    emit(trace_op::oom, 0, bytes, bytes, stream, tag);
+    fill_oom_report(request, "(none: larger than the device)", bytes, 0, error);
+    after_operation();
+    return error;
+  }
   const std::size_t rounded = policy_.round_bytes(bytes);
   PHASEALLOC_CHECK(rounded >= bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(), bytes,
                    rounded);
@@ -513,6 +528,20 @@ std::size_t engine::limit_bytes() const {
   std::lock_guard lock(impl_->mutex_);
   return impl_->options_.limit_bytes;
 }
+result<std::size_t, std::string> memory_limit_bytes(double fraction, std::size_t capacity_bytes) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    return fmt::format("memory fraction {} is not in (0, 1]", fraction);
+  }
+  if (fraction == 1.0) return std::size_t{0};
+  const double limit = fraction * static_cast<double>(capacity_bytes);
+  if (limit < 1.0) {
+    return fmt::format("memory fraction {} of a {}-byte device is less than one byte (the smallest fraction of this "
+                       "device is {:.3g})",
+                       fraction, capacity_bytes, 1.0 / static_cast<double>(capacity_bytes));
+  }
+  return static_cast<std::size_t>(limit);
+}
+
 void engine::set_limit_bytes(std::size_t limit_bytes) {
   std::lock_guard lock(impl_->mutex_);
   impl_->options_.limit_bytes = limit_bytes;

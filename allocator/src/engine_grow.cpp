@@ -68,6 +68,12 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   ++stats_.num_ooms;
   ++phases_.current_stats().num_ooms;
   emit(trace_op::oom, 0, request.requested_bytes, rounded, request.stream, request.tag);
+  fill_oom_report(request, pool_traits_[pool].name, rounded, grow_bytes, error);
+  return nullptr;
+}
+
+void engine_impl::fill_oom_report(const alloc_request& request, std::string_view pool_name, std::size_t rounded,
+                                  std::size_t grow_bytes, alloc_error& error) const {
   error.code = errc::out_of_memory;
   oom_report& r = error.report;
   r.requested_bytes = request.requested_bytes;
@@ -80,10 +86,9 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   r.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   r.largest_free_block_bytes = largest_free_bytes();
   r.device_failure = device_.last_failure();
-  r.pool = pool_traits_[pool].name;
+  r.pool = std::string(pool_name);
   r.phase = phases_.name(phases_.current());
   r.phases = phases_.all();
-  return nullptr;
 }
 
 block* engine_impl::try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded,

@@ -70,6 +70,12 @@ class engine_impl {
  private:
   // --- allocation path (engine.cpp) ---
   block* grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error);
+  /// The out-of-memory error users read, from the books as they stand.
+  void fill_oom_report(const alloc_request& request, std::string_view pool_name, std::size_t rounded,
+                       std::size_t grow_bytes, alloc_error& error) const;
+  /// The largest request the engine passes to its policy: the device's capacity (bounded so that a
+  /// policy's rounding and a segment's granularity can never overflow).
+  std::size_t max_request_bytes() const { return std::min(device_.caps().capacity_bytes, SIZE_MAX / 4); }
   block* try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
   block* new_segment(pool_id pool, stream_id stream, std::size_t bytes);
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).

@@ -95,7 +95,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     }
   }
   if (auto v = reader.get_double("memory_fraction")) {
-    if (*v <= 0.0 || *v > 1.0) reader.fail("memory_fraction", "must be in (0, 1]");
+    if (!(*v > 0.0 && *v <= 1.0)) reader.fail("memory_fraction", fmt::format("{} is not in (0, 1]", *v));
     else o.memory_fraction = *v;
   }
   if (auto error = reader.finish()) return *error;

@@ -55,6 +55,12 @@ struct misuse_report {
   std::string message;              ///< Human-readable evidence.
 };
 
+/// The limit on reserved bytes that a memory fraction (torch's per-process memory fraction) gives
+/// on a device of `capacity_bytes`: 0 (no limit) for 1.0. An error, naming the fraction, for a
+/// fraction outside (0, 1] (NaN included) or one that leaves less than one byte of the device,
+/// which must never read as "no limit".
+result<std::size_t, std::string> memory_limit_bytes(double fraction, std::size_t capacity_bytes);
+
 namespace detail {
 class engine_impl;
 }
@@ -68,6 +74,7 @@ class engine {
 
   // --- allocation ------------------------------------------------------------------------------
   /// Allocates `bytes` for use on `stream`. Zero bytes gives a valid unique block of the minimum size.
+  /// A request larger than the device's capacity is out of memory (never rounded, never an abort).
   result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag = 0);
   /// Frees a block. `size_bytes` (0 = unchecked) must equal the requested size of the allocation.
   /// Misuse returns its code (and aborts in strict mode); the engine's books are never touched by it.
