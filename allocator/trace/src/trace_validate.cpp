@@ -103,6 +103,12 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
       return fail(fmt::format("stream ordinal {} is not below the stream count {}", e.stream, t.meta.stream_count));
     }
 
+    const bool sized = e.op == trace_event_op::alloc || e.op == trace_event_op::segment_alloc;
+    if (sized && e.bytes > trace_max_event_bytes) {
+      return fail(fmt::format("{} bytes is above the largest size a trace may hold, 1 PiB ({} bytes)", e.bytes,
+                              trace_max_event_bytes));
+    }
+
     std::string problem;
     switch (e.op) {
       case trace_event_op::alloc: problem = allocs.create(e.alloc_id, e.bytes, i); break;

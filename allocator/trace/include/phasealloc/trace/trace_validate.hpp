@@ -6,6 +6,8 @@
 //   - an allocation id is allocated at most once; a free or record_stream names a live id, and a
 //     free's bytes equal the allocation's;
 //   - the same for segment ids (segment_alloc / segment_free);
+//   - an alloc or segment_alloc holds at most trace_max_event_bytes (1 PiB: beyond any GPU, and far
+//     from overflow when sizes are summed or rounded);
 //   - phase names index the string table; stream ordinals are below meta.stream_count;
 //   - flags hold only known bits, seeded only on alloc / segment_alloc, and every seeded event
 //     comes before every other event.
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <variant>
 
@@ -20,6 +23,9 @@
 #include "phasealloc/trace/trace_format.hpp"
 
 namespace phasealloc {
+
+/// The largest alloc or segment_alloc a valid trace holds: 1 PiB.
+inline constexpr std::uint64_t trace_max_event_bytes = std::uint64_t{1} << 50;
 
 struct trace_validation_error {
   std::size_t event_index = 0;              ///< Index into trace::events (events.size() for whole-trace problems).
