@@ -144,7 +144,13 @@ PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
     }
     engine& eng = *slot.value()->eng;
     const std::size_t capacity = slot.value()->dev->caps().capacity_bytes;
-    eng.set_limit_bytes(fraction >= 1.0 ? 0 : static_cast<std::size_t>(fraction * static_cast<double>(capacity)));
+    // A fraction too small for one byte of this device is refused: it must not read as "no limit".
+    auto limit = memory_limit_bytes(fraction, capacity);
+    if (!limit) {
+      report_error(fmt::format("set_per_process_memory_fraction({}, device {}): {}", fraction, device, limit.error()));
+      return;
+    }
+    eng.set_limit_bytes(limit.value());
   } catch (const std::exception& e) {
     report_error(fmt::format("set_per_process_memory_fraction failed: {}", e.what()));
   } catch (...) {

@@ -69,6 +69,11 @@ def test_cuda_already_initialised_gives_a_clear_warning_and_no_swap(lib, tmp_pat
 
 @pytest.mark.parametrize("extra, expected", [
     ({"PHASEALLOC_CONF": "device:sim,colour:red"}, "unknown key 'colour'"),
+    # Issue 17: a NaN fraction used to pass the policy and abort the host process at its first allocation.
+    ({"PHASEALLOC_CONF": "device:sim,policy:[phasealloc:memory_fraction:nan]"},
+     "bad value for 'memory_fraction': \"nan\" is not a finite number"),
+    ({"PHASEALLOC_CONF": "device:sim,policy:[pytorch:per_process_memory_fraction:inf]"},
+     "bad value for 'per_process_memory_fraction': \"inf\" is not a finite number"),
     ({"PHASEALLOC_LIBRARY": "/nonexistent/libphasealloc_torch.so"}, "not found"),
 ])
 def test_a_broken_setup_never_breaks_the_process(lib, tmp_path, extra, expected):

@@ -40,6 +40,9 @@ def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
     ("device:sim,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
     ("device:sim,device:sim", ["given twice"]),
     ("device", ["no ':'"]),
+    ("device:sim,policy:[phasealloc:memory_fraction:nan]", ["'policy'", "'memory_fraction'", "not a finite number"]),
+    ("device:sim,policy:[phasealloc:memory_fraction:-inf]", ["'policy'", "'memory_fraction'", "not a finite number"]),
+    ("device:sim,policy:[phasealloc:memory_fraction:0]", ["'policy'", "'memory_fraction'", "not in (0, 1]"]),
 ])
 def test_bad_values_name_the_key(lib, conf, names):
     config, error = config_of(conf)
@@ -103,6 +106,31 @@ print(lib.phasealloc_stats_json(0).decode()[:1])
 """, conf="device:sim,colour:red")
     assert out.returncode == 0, out.stderr
     assert "no engine for device 0" in out.stdout and "unknown key 'colour'" in out.stdout
+
+
+def test_a_nan_memory_fraction_fails_try_malloc_with_its_key_and_the_process_lives(lib):
+    # Issue 17: the NaN used to reach the engine, which aborted the host process.
+    out = run_python(CTYPES_PRELUDE + """
+assert lib.phasealloc_try_malloc(70 << 30, 0, None) is None
+print(err())
+""", conf="device:sim,policy:[phasealloc:memory_fraction:nan]")
+    assert out.returncode == 0, out.stderr
+    assert "bad value for 'memory_fraction': \"nan\" is not a finite number" in out.stdout
+
+
+def test_a_memory_fraction_below_one_byte_of_the_device_is_a_limit_not_no_limit(lib):
+    # Issue 17: 1e-11 of a 64 GiB device rounded to 0 = "no limit" and a 60 GiB allocation succeeded.
+    out = run_python(CTYPES_PRELUDE + """
+assert lib.phasealloc_try_malloc(60 << 30, 0, None) is None
+print(err().splitlines()[0])
+lib.phasealloc_memory_fraction(ctypes.c_double(1e-12), 0)
+print(err())
+""", conf="device:sim,sim_capacity:64GiB,sim_virtual_memory:true,policy:[phasealloc:memory_fraction:1e-11]")
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.strip().splitlines()[:2]
+    assert "out of memory" in first and "limit 1 B" in first
+    assert "set_per_process_memory_fraction(1e-12, device 0): memory fraction 1e-12" in second
+    assert "less than one byte" in second
 
 
 def test_cuda_devices_without_a_gpu_fail_with_a_clear_message(lib):
