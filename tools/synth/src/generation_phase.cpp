@@ -65,6 +65,7 @@ tensor generate(synth_context& ctx, const generate_call& call, std::size_t promp
     g.drop(next);
     replace(g, cache_position, g.make(1, 8, alloc_tag::activation));
     ctx.builder.advance_ns(ctx.cost.generate_step_overhead_ns);
+    if (ctx.builder.overflowed()) break;  // past max_events: synthesize() reports it; stop decoding
   }
   for (kv_slot& slot : cache) {
     g.drop(slot.k);

@@ -71,8 +71,10 @@ struct rlhf_job {
 const model_desc& model_of(const rlhf_job& job, model_role role) noexcept;
 model_desc& model_of(rlhf_job& job, model_role role) noexcept;
 
-/// Checks that every size is positive and the batch sizes divide; the error names the key
-/// (the parse_job key, e.g. "micro_batch" or "actor.heads").
+/// Checks that every size is positive and within its bound (layers <= 1024, vocab <= 2^24, batch
+/// <= 2^16, prompt_len and gen_len <= 2^20, max_events <= 10^8, no tensor above 1 PiB, ...), and that
+/// the batch sizes divide; the error names the key (the parse_job key, e.g. "micro_batch" or
+/// "actor.heads") and the bound. Nothing is allocated before it passes.
 result<std::monostate, std::string> validate_job(const rlhf_job& job);
 
 }  // namespace phasealloc
