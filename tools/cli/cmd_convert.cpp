@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
 #include "phasealloc/export/placed_replay.hpp"
@@ -24,12 +25,12 @@ struct convert_args {
   bool text = false;
   std::string policy = "pytorch";
   std::string capacity = "80GiB";
+  bool no_validate = false;
 };
 
-trace load_valid(const std::string& source) {
-  auto loaded = load_any_trace(source);
+trace load_valid(const std::string& source, bool check) {
+  auto loaded = load_valid_trace(source, check);
   if (!loaded) throw command_error(loaded.error());
-  if (auto v = validate(loaded.value()); !v) throw command_error(fmt::format("{}: {}", source, v.error().message()));
   return std::move(loaded).value();
 }
 
@@ -42,7 +43,7 @@ void add_convert_commands(CLI::App& app) {
   cmd->add_option("output", convert->output, "output trace path")->required();
   cmd->add_flag("--text", convert->text, "write the text format (default: binary)");
   cmd->callback([convert] {
-    const trace t = load_valid(convert->source);
+    const trace t = load_valid(convert->source, /*check=*/true);
     auto saved = save_trace(convert->output, t, convert->text ? trace_file_format::text : trace_file_format::binary);
     if (!saved) throw command_error(saved.error().message());
     std::cout << fmt::format("wrote {} ({} events)\n", convert->output, t.events.size());
@@ -56,16 +57,14 @@ void add_convert_commands(CLI::App& app) {
   ex->add_option("-p,--policy", exported->policy, "the allocator whose layout to draw (pytorch: PyTorch's own)")
       ->capture_default_str();
   ex->add_option("-c,--capacity", exported->capacity, "simulated device capacity")->capture_default_str();
+  ex->add_flag("--no-validate", exported->no_validate, "skip checking the trace before the replay");
   ex->callback([exported] {
     // Bad arguments first, before a long load.
     if (auto made = make_policy(exported->policy); !made) {
       throw command_error(fmt::format("--policy \"{}\": {}", exported->policy, made.error()));
     }
-    const auto capacity = parse_bytes(exported->capacity);
-    if (!capacity || *capacity == 0) {
-      throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", exported->capacity));
-    }
-    const trace t = load_valid(exported->source);
+    const std::optional<std::size_t> capacity = parse_capacity(exported->capacity);
+    const trace t = load_valid(exported->source, !exported->no_validate);
     replay_options options;
     options.capacity_bytes = *capacity;
     auto placed = replay_placed(t, exported->policy, options);

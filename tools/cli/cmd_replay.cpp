@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
 #include "phasealloc/report/report.hpp"
@@ -26,6 +27,7 @@ struct replay_args {
   std::string html;
   bool check = false;
   bool quiet = false;
+  bool no_validate = false;
   std::string engine = "model";
 };
 
@@ -49,9 +51,9 @@ std::string first_divergence(const std::vector<segment_step>& model, const std::
 }
 
 void run_replay(const replay_args& a, const std::string& invocation) {
-  const auto capacity = parse_bytes(a.capacity);
-  if (!capacity || *capacity == 0) throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", a.capacity));
-  auto loaded = load_any_trace(a.source);
+  const std::size_t capacity_bytes = parse_capacity(a.capacity);
+  const std::optional<std::size_t> capacity = capacity_bytes;
+  auto loaded = load_valid_trace(a.source, !a.no_validate);
   if (!loaded) throw command_error(loaded.error());
   const trace& t = loaded.value();
 
@@ -131,6 +133,9 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
       ->capture_default_str();
   cmd->add_flag("--check", args.check, "run the engine's invariant checker after every event (slow)");
   cmd->add_flag("-q,--quiet", args.quiet, "no progress bar");
+  cmd->add_flag("--no-validate", args.no_validate,
+                "skip checking the trace before the replay (faster on huge traces; a bad trace then replays as far "
+                "as it makes sense)");
 }
 
 std::string command_line(std::string_view verb, const replay_args& args) {

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
 #include "phasealloc/oom_report.hpp"
@@ -28,10 +30,11 @@ struct sweep_args {
   std::vector<std::string> sources;
   std::vector<std::string> grids;
   std::string capacity = "80GiB";
-  unsigned jobs = 1;
+  unsigned long long jobs = 1;
   std::size_t top = 20;
   bool json = false;
   bool quiet = false;
+  bool no_validate = false;
 };
 
 struct point {
@@ -43,12 +46,16 @@ struct point {
 };
 
 void run_sweep(const sweep_args& a) {
-  const auto capacity = parse_bytes(a.capacity);
-  if (!capacity || *capacity == 0) throw command_error(fmt::format("--capacity: \"{}\" is not a byte size", a.capacity));
+  const std::optional<std::size_t> capacity = parse_capacity(a.capacity);
+  // Threads are checked against the machine before anything is loaded: one replay per thread, and
+  // more threads than hardware threads only adds memory (each replay holds a simulated device).
+  if (auto jobs = check_jobs_option(a.jobs, std::thread::hardware_concurrency()); !jobs) {
+    throw command_error(jobs.error());
+  }
   std::vector<trace> traces;
   std::vector<std::uint64_t> floors;
   for (const std::string& s : a.sources) {
-    auto t = load_any_trace(s);
+    auto t = load_valid_trace(s, !a.no_validate);
     if (!t) throw command_error(t.error());
     floors.push_back(std::max<std::uint64_t>(1, summarize(t.value()).peak_live_bytes));
     traces.push_back(std::move(t).value());
@@ -89,7 +96,14 @@ void run_sweep(const sweep_args& a) {
     }
   };
   std::vector<std::thread> threads;
-  for (unsigned j = 0; j < std::max(1u, a.jobs); ++j) threads.emplace_back(worker);
+  const std::size_t thread_count = std::min<std::size_t>(a.jobs, std::max<std::size_t>(1, total));
+  try {
+    for (std::size_t j = 0; j < thread_count; ++j) threads.emplace_back(worker);
+  } catch (const std::system_error& e) {  // the system refused a thread: stop the others, then say so
+    next = total;
+    for (std::thread& t : threads) t.join();
+    throw command_error(fmt::format("--jobs {}: cannot start thread {} ({})", a.jobs, threads.size() + 1, e.what()));
+  }
   for (std::thread& t : threads) t.join();
   if (!first_error.empty()) throw command_error(first_error);
 
@@ -146,10 +160,12 @@ void add_sweep_command(CLI::App& app) {
                   "policy grid, repeatable; {a,b} groups multiply: 'pytorch:max_split_size_mb:{64,256}'")
       ->required();
   cmd->add_option("-c,--capacity", args->capacity, "simulated device capacity")->capture_default_str();
-  cmd->add_option("-j,--jobs", args->jobs, "replays in parallel")->capture_default_str();
+  cmd->add_option("-j,--jobs", args->jobs, "replays in parallel (at most the machine's hardware threads)")
+      ->capture_default_str();
   cmd->add_option("--top", args->top, "rows to print")->capture_default_str();
   cmd->add_flag("--json", args->json, "print the whole ranking as JSON");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar");
+  cmd->add_flag("--no-validate", args->no_validate, "skip checking the traces before the sweep");
   cmd->callback([args] { run_sweep(*args); });
 }
 

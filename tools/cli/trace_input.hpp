@@ -1,6 +1,7 @@
 // Loads a trace from whatever the user points at: a phasealloc trace (binary or text), a PyTorch
 // memory snapshot pickle, a PyTorch profiler (Kineto) JSON, an RMM log CSV, or "synth:<job>" for
-// a synthesized RLHF trace (e.g. "synth:ppo-1.3b" or "synth:preset:ppo-7b,batch:8").
+// a synthesized RLHF trace (e.g. "synth:ppo-1.3b" or "synth:preset:ppo-7b,batch:8"), any of the
+// files gzip-compressed.
 #pragma once
 
 #include <string>
@@ -11,7 +12,19 @@
 
 namespace phasealloc::cli {
 
+/// Errors name the source and what is wrong: not a regular file (and what it is instead), empty,
+/// no events in it, or the reader's error (file, offset, what was expected). Gzip-compressed files
+/// (PyTorch's profiler writes .json.gz) are decompressed first, whatever their kind.
 result<trace, std::string> load_any_trace(std::string_view source);
+
+/// load_any_trace, then (when `check`) validate(): the error names the first bad event. replay,
+/// report, sweep, export and convert run only traces that pass (their --no-validate skips it).
+result<trace, std::string> load_valid_trace(std::string_view source, bool check = true);
+
+/// Decompresses gzip (or zlib) data into `out`. Returns "" or an error naming `name`: corrupt or
+/// truncated data, or output above `max_output_bytes` (a decompression bomb).
+std::string gunzip(std::string_view compressed, std::string_view name, std::string& out,
+                   std::size_t max_output_bytes = std::size_t{16} << 30);
 
 /// A short display name for a source (the file name, or the synth spec).
 std::string display_name(std::string_view source);
