@@ -22,7 +22,13 @@ variables that must be set before torch is imported):
 Per phase the benchmark resets the peak statistics at the start and reads them at the end, so
 "peak reserved" of a phase is the most memory the allocator held during it; "device used" is
 total - free from cudaMemGetInfo (every allocator, and the CUDA context, counted the same way).
-Output: one JSON line per variant (prefixed "RESULT ") and a table; --markdown writes the table.
+Step time: the wall time of each PPO step between torch.cuda.synchronize() calls, and of each phase
+inside it; the result has them all and their medians over the steps after the first --warmup-steps
+of each process. --rounds R runs every variant R times, interleaved (round r starts at variant r
+mod n), and merges a variant's rounds (medians over all their measured steps, the peaks' maximum).
+Output: one JSON line per variant (prefixed "RESULT ") and a table; --markdown writes the table;
+--json writes the run (settings, commit, host, results); --step-time-readme rewrites the README's
+step-time section from it (bench/gpu/sim_step_time.sh runs the three variants on the simulated GPU).
 --trace PATH: phasealloc variants record a phasealloc trace (PATH may hold %p); native variants
 dump a PyTorch memory snapshot with history (pickle) to PATH, which phasealloc's importer reads.
 
@@ -33,6 +39,7 @@ import argparse
 import copy
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,6 +57,7 @@ MODEL_SIZES = {  # GPT-2 family shapes: (layers, hidden, heads)
     "xl": (48, 1600, 25),       # 1.5B
 }
 PHASES = ("generation", "inference", "training", "optimizer")
+STEP_PARTS = PHASES + ("between",)  # a step's time: inside each phase, and between them (phase ends, statistics)
 VARIANTS = ("native", "native-expandable", "native-empty-cache-at-phases", "phasealloc")
 
 
@@ -98,9 +106,11 @@ def run_variant(args, allocator):
            "--model-size", args.model_size, "--steps", str(args.steps), "--batch", str(args.batch),
            "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "--ppo-epochs",
            str(args.ppo_epochs), "--minibatches", str(args.minibatches), "--dtype", args.dtype,
-           "--seed", str(args.seed)]
+           "--seed", str(args.seed), "--warmup-steps", str(args.warmup_steps)]
     if args.trace:
         cmd += ["--trace", args.trace]
+    if args.profile:
+        cmd += ["--profile", args.profile]
     print("rlhf_ppo: running %s" % allocator, file=sys.stderr, flush=True)
     out = subprocess.run(cmd, env=variant_env(allocator, args.trace), capture_output=True, text=True)
     sys.stderr.write(out.stderr)
@@ -116,7 +126,7 @@ def gib(n):
 
 
 def table(results, markdown=False):
-    head = ["allocator", "status", "step s"]
+    head = ["allocator", "status", "median step s"]
     for phase in PHASES:
         head += ["%s res GiB" % phase, "%s alloc GiB" % phase]
     head += ["peak res GiB", "peak alloc GiB", "peak dev used GiB"]
@@ -126,7 +136,7 @@ def table(results, markdown=False):
             rows.append([r["allocator"], "error: " + r["error"][:60]] + [""] * (len(head) - 2))
             continue
         status = "OOM in %s" % r["oom_phase"] if r.get("oom_phase") else "ok"
-        row = [r["allocator"], status, "%.3f" % r["step_time_s"] if r.get("step_time_s") else "-"]
+        row = [r["allocator"], status, "%.3f" % r["step_time_median_s"] if r.get("step_time_median_s") else "-"]
         for phase in PHASES:
             p = r["phases"].get(phase, {})
             row += [gib(p.get("peak_reserved_bytes")), gib(p.get("peak_allocated_bytes"))]
@@ -142,9 +152,42 @@ def table(results, markdown=False):
     return "\n".join([fmt % tuple(head)] + [fmt % tuple(row) for row in rows])
 
 
+def run_rounds(args):
+    """Every variant args.rounds times, interleaved: round r runs each variant once, in a fresh process,
+    starting at variant r (mod n), so no variant always runs first or last. Returns one merged result
+    per variant, in args.allocator's order."""
+    n = len(args.allocator)
+    by_variant = {a: [] for a in args.allocator}
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print("rlhf_ppo: round %d/%d" % (r + 1, args.rounds), file=sys.stderr, flush=True)
+        for i in range(n):
+            allocator = args.allocator[(r + i) % n]
+            by_variant[allocator].append(run_variant(args, allocator))
+    return [merge_rounds(by_variant[a]) for a in args.allocator]
+
+
 def parent_main(args):
-    results = [run_variant(args, allocator) for allocator in args.allocator]
+    if args.from_json:
+        with open(args.from_json) as f:
+            document = json.load(f)
+        if args.step_time_readme:
+            rewrite_readme(args.step_time_readme, step_time_section(document))
+        return 0
+    meta = run_metadata(args)
+    results = run_rounds(args)
+    meta["host"]["loadavg_end"] = list(os.getloadavg())
     print(table(results))
+    document = dict(meta, results=results)
+    for r in results:
+        if "error" not in r:
+            print("RESULT " + json.dumps(r, sort_keys=True))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(document, f, indent=1, sort_keys=True)
+            f.write("\n")
+    if args.step_time_readme:
+        rewrite_readme(args.step_time_readme, step_time_section(document))
     if args.markdown:
         with open(args.markdown, "w") as f:
             first = next((r for r in results if "error" not in r), {})
@@ -154,14 +197,229 @@ def parent_main(args):
                         first.get("device_name", "?"), args.model_size, first.get("params_per_model", "?"),
                         args.batch, args.prompt_len, args.gen_len, args.steps, args.dtype, args.ppo_epochs,
                         args.minibatches))
-            f.write("Per phase: peak reserved / peak allocated (GiB) while the phase ran. Step time: mean of the "
-                    "steps after the first.\n\n")
+            f.write("Per phase: peak reserved / peak allocated (GiB) while the phase ran. Step time: median of the "
+                    "steps after the first %d of each process.\n\n" % args.warmup_steps)
             f.write(table(results, markdown=True) + "\n\n")
             f.write("Raw results (one JSON object per variant):\n\n```\n")
             for r in results:
                 f.write(json.dumps(r, sort_keys=True) + "\n")
             f.write("```\n")
     return 0 if all("error" not in r for r in results) else 1
+
+
+
+# --- step times: per-process summaries, merged rounds, the README section ----------------------------
+
+def step_summary(step_lists, phase_lists, warmup, sys_lists=(), fault_lists=()):
+    """Median (and mean, min, max) of the steps after the first `warmup` of each process; per phase (and
+    between phases), the median over the same steps of the time spent there; the medians of the process's
+    system CPU time and minor page faults per measured step."""
+    measured = [t for steps in step_lists for t in steps[warmup:]]
+    phase_measured = {p: [t for lists in phase_lists for t in lists.get(p, [])[warmup:]] for p in STEP_PARTS}
+    everything = [t for steps in step_lists for t in steps]
+    sys_cpu = [t for steps in sys_lists for t in steps[warmup:]]
+    faults = [n for steps in fault_lists for n in steps[warmup:]]
+    return {
+        "sys_cpu_median_s": statistics.median(sys_cpu) if sys_cpu else None,
+        "minor_faults_median": statistics.median(faults) if faults else None,
+        "measured_steps": len(measured),
+        "step_time_median_s": statistics.median(measured) if measured else None,
+        "step_time_min_s": min(measured) if measured else None,
+        "step_time_max_s": max(measured) if measured else None,
+        # mean of the measured steps (the only step time before medians; the first step when none is measured)
+        "step_time_s": statistics.mean(measured) if measured else (everything[0] if everything else None),
+        "phase_step_time_median_s": {p: statistics.median(v) if v else None for p, v in phase_measured.items()},
+    }
+
+
+def merge_rounds(rounds):
+    """One result from a variant's rounds: the step times of every round (medians over all measured steps),
+    the memory peaks' maximum, the first OOM. An error in any round is the result."""
+    if len(rounds) == 1 or any("error" in r for r in rounds):
+        return next((r for r in rounds if "error" in r), rounds[0])
+    merged = copy.deepcopy(rounds[0])
+    merged["rounds"] = len(rounds)
+    merged["steps_done"] = sum(r["steps_done"] for r in rounds)
+    merged["step_times_s"] = [t for r in rounds for t in r["step_times_s"]]
+    merged["step_times_by_round_s"] = [r["step_times_s"] for r in rounds]
+    merged["phase_step_times_s"] = {p: [t for r in rounds for t in r["phase_step_times_s"].get(p, [])]
+                                    for p in STEP_PARTS}
+    for key in ("step_sys_cpu_s", "step_minor_faults"):
+        merged[key] = [t for r in rounds for t in r.get(key, [])]
+    merged["oom_phase"] = next((r["oom_phase"] for r in rounds if r.get("oom_phase")), None)
+    for phase in PHASES:
+        for key, value in merged["phases"][phase].items():
+            values = [r["phases"][phase][key] for r in rounds]
+            merged["phases"][phase][key] = sum(values) if key == "time_s" else max(values)
+    for key in merged["overall"]:
+        merged["overall"][key] = max(r["overall"][key] for r in rounds)
+    merged.update(step_summary([r["step_times_s"] for r in rounds], [r["phase_step_times_s"] for r in rounds],
+                               rounds[0]["warmup_steps"], [r.get("step_sys_cpu_s", []) for r in rounds],
+                               [r.get("step_minor_faults", []) for r in rounds]))
+    return merged
+
+
+def run_metadata(args):
+    """What the README section names besides the numbers: settings, commit, date, host."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+
+    def git(*argv):
+        try:
+            return subprocess.run(("git", "-C", REPO) + argv, env=env, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+    except OSError:
+        pass
+    settings = {k: getattr(args, k) for k in ("allocator", "model_size", "steps", "warmup_steps", "rounds", "batch",
+                                                "prompt_len", "gen_len", "ppo_epochs", "minibatches", "dtype", "seed")}
+    status = git("status", "--porcelain")
+    library = find_library() if any(a.partition(":")[0] == "phasealloc" for a in args.allocator) else None
+    return {
+        "library": {"path": os.path.relpath(library, REPO) if library.startswith(REPO + os.sep) else library,
+                    "built": time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(os.path.getmtime(library)))}
+                   if library and os.path.exists(library) else None,
+        "command": args.command or " ".join(["python", os.path.relpath(os.path.abspath(__file__))] +
+                                            [a for a in sys.argv[1:]]),
+        "settings": settings,
+        "sim_gpu": os.environ.get("SIMCUDA_GPU", ""),
+        "git": {"commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(status) if status is not None else None},
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "host": {"nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+                 "cpu": cpu, "loadavg_start": list(os.getloadavg())},
+    }
+
+
+STEP_TIME_BEGIN = "<!-- step-time:begin -->"
+STEP_TIME_END = "<!-- step-time:end -->"
+TARGET_RATIO = 1.00  # issue 13: phasealloc's PPO step time <= 1.00 x native's
+
+
+def step_time_section(doc):
+    """The README section (markers included) for one run's document (run_metadata + results)."""
+    settings, host, git = doc["settings"], doc["host"], doc["git"]
+    results = {r["allocator"]: r for r in doc["results"]}
+    native = results.get("native")
+    base = native.get("step_time_median_s") if native and "error" not in native else None
+    first = next((r for r in doc["results"] if "error" not in r), {})
+
+    def seconds(x):
+        return "%.3f" % x if x is not None else "-"
+
+    def ratio_of(x, y):
+        return x / y if x is not None and y else None
+
+    rows, verdicts, device_notes = [], [], []
+    for name in settings["allocator"]:
+        r = results.get(name, {"allocator": name, "error": "no result"})
+        if "error" in r or r.get("oom_phase") or r.get("step_time_median_s") is None:
+            why = r.get("error") or ("out of memory in %s" % r["oom_phase"] if r.get("oom_phase") else "no measured step")
+            target = "≤ %.2f× native: **not met** (%s)" % (TARGET_RATIO, why) if name.startswith("phasealloc") else "-"
+            rows.append("| %s | %s | | | %s |%s" % (name, why, target, " |" * (len(STEP_PARTS) + 2)))
+            if name.startswith("phasealloc"):
+                verdicts.append("%s: no step time (%s): **not met**" % (name, why))
+            continue
+        median = r["step_time_median_s"]
+        ratio = ratio_of(median, base)
+        ratio_text = "%.3f×" % ratio if ratio is not None else "-"
+        if name.startswith("phasealloc"):
+            met = ratio is not None and ratio <= TARGET_RATIO
+            target = "≤ %.2f×: %s" % (TARGET_RATIO, "met" if met else "**not met**")
+            verdicts.append("%s is %s native's median step time (%s s against %s s): %s" % (
+                name, ratio_text, seconds(median), seconds(base), "met" if met else "**not met**"))
+        else:
+            target = "(reference)" if name == "native" else "no target"
+        cells = []
+        for phase in STEP_PARTS:
+            value = r["phase_step_time_median_s"].get(phase)
+            phase_ratio = ratio_of(value, native["phase_step_time_median_s"].get(phase)) if base else None
+            cells.append(seconds(value) + (" (%.2f×)" % phase_ratio if phase_ratio is not None and name != "native"
+                                           else ""))
+        cells.append(seconds(r.get("sys_cpu_median_s")))
+        faults = r.get("minor_faults_median")
+        cells.append("%.0f" % faults if faults is not None else "-")
+        pa = r.get("phasealloc", {}).get("totals")
+        if pa:
+            device_notes.append(
+                "%s (its first process, all %d steps and the set-up): %.2f GiB released to the device, %d maps and "
+                "%d unmaps of device memory; in `training`: %.2f GiB released, %d maps, %d unmaps over %d intervals" % (
+                    name, pa["steps"], pa["released_bytes"] / float(1 << 30), pa["num_device_map"],
+                    pa["num_device_unmap"], pa["training"]["released_bytes"] / float(1 << 30),
+                    pa["training"]["num_device_map"], pa["training"]["num_device_unmap"], pa["training"]["intervals"]))
+        rows.append("| %s | %s | %s–%s | %s | %s | %s |" % (
+            name, seconds(median), seconds(r["step_time_min_s"]), seconds(r["step_time_max_s"]), ratio_text, target,
+            " | ".join(cells)))
+
+    load = lambda l: "/".join("%.2f" % x for x in l) if l else "?"
+    commit = (git.get("commit") or "unknown") + (" with uncommitted changes" if git.get("dirty") else "")
+    per_process = settings["steps"] - settings["warmup_steps"]
+    lines = [
+        STEP_TIME_BEGIN,
+        "## PPO step time on the simulated GPU (issue 13)",
+        "",
+        "Generated by `bench/gpu/sim_step_time.sh` from the JSON of one run of `bench/gpu/rlhf_ppo.py`; do not edit by hand.",
+        "",
+        "Command: `%s`" % doc["command"],
+        "",
+    ] + (["phasealloc's library: `%s`, built %s." % (doc["library"]["path"], doc["library"]["built"]), ""]
+         if doc.get("library") else []) + [
+        "Commit %s; %s; host: %s CPUs (%s), load average %s at the start and %s at the end (1/5/15 min)." % (
+            commit, doc["date"], host.get("nproc", "?"), host.get("cpu") or "?", load(host.get("loadavg_start")),
+            load(host.get("loadavg_end"))),
+        "",
+        "Settings: GPT-2 %s (%s parameters per model, four models), %s, batch %d, prompt %d + generate %d tokens, "
+        "PPO epochs %d × minibatches %d; device `%s`, the simulated GPU%s (kernels are skipped, so a step's time is "
+        "host time: Python, PyTorch's dispatch, the allocator, the simulator's calls). %d round(s), interleaved: each round "
+        "runs every variant once, each in a fresh process, the order rotated by one per round; %d steps per process, "
+        "the first %d skipped as warm-up, so %d measured steps per variant. Step time: wall time of one PPO step "
+        "between `torch.cuda.synchronize()` calls; the median over the measured steps, with their min–max." % (
+            settings["model_size"], first.get("params_per_model", "?"), settings["dtype"], settings["batch"],
+            settings["prompt_len"], settings["gen_len"], settings["ppo_epochs"], settings["minibatches"],
+            first.get("device_name", "?"), (", `SIMCUDA_GPU=%s`" % doc["sim_gpu"]) if doc.get("sim_gpu") else "",
+            settings["rounds"], settings["steps"], settings["warmup_steps"], settings["rounds"] * per_process),
+        "",
+        "| variant | median step (s) | min–max (s) | ratio to native | target | " +
+        " | ".join("%s (s)" % p for p in STEP_PARTS) + " | sys CPU (s) | page faults |",
+        "|---|---:|---:|---:|---|" + "---:|" * (len(STEP_PARTS) + 2),
+    ] + rows + [
+        "",
+        "Per measured step, medians: the time inside each phase (between synchronizes) with the ratio to "
+        "native's; `between`, the rest of the step (phase ends, the benchmark's statistics reads, the prompts); "
+        "the process's system CPU time and minor page faults (`getrusage`, all threads). phasealloc marks the "
+        "phases with `phasealloc.phase()` (their cost is in its times; what it releases at a phase end is in "
+        "`between`); the native variants mark nothing.",
+        "",
+    ] + ["- " + note + "." for note in device_notes] + ([""] if device_notes else []) + [
+        "Target (issue 13): phasealloc ≤ %.2f× native. " % TARGET_RATIO + "; ".join(verdicts) + ".",
+        STEP_TIME_END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_readme(path, section):
+    """Replaces the text from STEP_TIME_BEGIN to STEP_TIME_END (markers included) with section, or appends
+    section at the end when the markers are not there."""
+    with open(path) as f:
+        text = f.read()
+    begin, end = text.find(STEP_TIME_BEGIN), text.find(STEP_TIME_END)
+    if begin >= 0 and end > begin:
+        end += len(STEP_TIME_END)
+        if text[end:end + 1] == "\n":
+            end += 1
+        text = text[:begin] + section + text[end:]
+    elif begin >= 0 or end >= 0:
+        raise SystemExit("rlhf_ppo: %s has only one of %s and %s" % (path, STEP_TIME_BEGIN, STEP_TIME_END))
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    tmp = path + ".tmp%d" % os.getpid()
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 # --- the worker: one allocator, in this process -------------------------------------------------
@@ -217,6 +475,7 @@ def worker_main(args):
     phases = {p: {"peak_reserved_bytes": 0, "peak_allocated_bytes": 0, "peak_device_used_bytes": 0, "time_s": 0.0}
               for p in PHASES}
     state = {"oom_phase": None}
+    step_phase_time = {p: 0.0 for p in PHASES}  # this step's time inside each phase
 
     class measured(object):
         """One phase interval: peaks reset at the start, read at the end (same for every allocator)."""
@@ -245,6 +504,7 @@ def worker_main(args):
             p["peak_allocated_bytes"] = max(p["peak_allocated_bytes"], torch.cuda.max_memory_allocated())
             p["peak_device_used_bytes"] = max(p["peak_device_used_bytes"], total - free)
             p["time_s"] += elapsed
+            step_phase_time[self.phase] += elapsed
             if name == "native-empty-cache-at-phases":
                 torch.cuda.empty_cache()
             return False
@@ -301,14 +561,35 @@ def worker_main(args):
                     critic_opt.zero_grad(set_to_none=True)
 
     step_times = []
+    phase_step_times = {p: [] for p in STEP_PARTS}
+    step_sys_cpu, step_minor_faults = [], []  # of this process (all its threads), per step
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
     oom_types = tuple(t for t in (getattr(torch.cuda, "OutOfMemoryError", None),) if t is not None)
     try:
-        for _ in range(args.steps):
+        for step in range(args.steps):
+            for p in PHASES:
+                step_phase_time[p] = 0.0
+            profiling = profiler is not None and step >= args.warmup_steps
+            if profiling:
+                profiler.enable()
             torch.cuda.synchronize()
+            usage0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             ppo_step()
             torch.cuda.synchronize()
             step_times.append(time.perf_counter() - t0)
+            usage1 = resource.getrusage(resource.RUSAGE_SELF)
+            if profiling:
+                profiler.disable()
+            step_sys_cpu.append(usage1.ru_stime - usage0.ru_stime)
+            step_minor_faults.append(usage1.ru_minflt - usage0.ru_minflt)
+            for p in PHASES:
+                phase_step_times[p].append(step_phase_time[p])
+            phase_step_times["between"].append(step_times[-1] - sum(step_phase_time.values()))
     except Exception as e:  # an OOM is a result, not a crash
         if not (isinstance(e, oom_types) or "out of memory" in str(e)):
             raise
@@ -328,9 +609,12 @@ def worker_main(args):
         "prompt_len": args.prompt_len,
         "gen_len": args.gen_len,
         "steps_done": len(step_times),
-        "step_time_s": statistics.mean(step_times[1:]) if len(step_times) > 1 else
-                       (step_times[0] if step_times else None),
         "first_step_time_s": step_times[0] if step_times else None,
+        "warmup_steps": args.warmup_steps,
+        "step_times_s": step_times,
+        "phase_step_times_s": phase_step_times,
+        "step_sys_cpu_s": step_sys_cpu,
+        "step_minor_faults": step_minor_faults,
         "oom_phase": state["oom_phase"],
         "phases": phases,
         "overall": {
@@ -339,13 +623,29 @@ def worker_main(args):
             "peak_device_used_bytes": max(p["peak_device_used_bytes"] for p in phases.values()),
         },
     }
+    result.update(step_summary([step_times], [phase_step_times], args.warmup_steps, [step_sys_cpu],
+                               [step_minor_faults]))
+    if profiler is not None:
+        import pstats
+
+        path = args.profile.replace("%a", name).replace("%p", str(os.getpid()))
+        profiler.dump_stats(path)
+        result["profile"] = path
+        stats = pstats.Stats(profiler, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(25)
     if use_phasealloc:
         s = phasealloc.stats()
         result["phasealloc"] = {
             "config": phasealloc.config(),
             "phases": {p["name"]: {k: p[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes", "fragmentation",
-                                                      "num_device_alloc", "num_device_free", "released_bytes")}
+                                                      "num_device_alloc", "num_device_free", "num_device_map",
+                                                      "num_device_unmap", "released_bytes", "intervals") if k in p}
                        for p in s["phases"] if p["intervals"]},
+            "totals": dict({k: sum(p.get(k, 0) for p in s["phases"])
+                            for k in ("released_bytes", "num_device_map", "num_device_unmap")},
+                           steps=len(step_times),
+                           training={k: sum(p.get(k, 0) for p in s["phases"] if p["name"] == "training")
+                                     for k in ("released_bytes", "num_device_map", "num_device_unmap", "intervals")}),
         }
         print(phasealloc.summary(), file=sys.stderr)
     if args.trace and not use_phasealloc:
@@ -362,7 +662,12 @@ def parse_args(argv):
                         help="native | native-expandable | native-empty-cache-at-phases | phasealloc[:CONF] "
                              "(repeatable; default: all four)")
     parser.add_argument("--model-size", default="small", choices=sorted(MODEL_SIZES))
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4, help="PPO steps per process")
+    parser.add_argument("--warmup-steps", type=int, default=1,
+                        help="first steps of each process left out of the step-time medians (default 1)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every variant this many times, interleaved (a fresh process each time); "
+                             "the step-time medians are over all rounds' measured steps")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--prompt-len", type=int, default=128)
     parser.add_argument("--gen-len", type=int, default=128)
@@ -372,12 +677,24 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trace", help="phasealloc: trace path pattern (%%p = pid); native: snapshot pickle path")
     parser.add_argument("--markdown", help="also write the table (and raw results) to this Markdown file")
+    parser.add_argument("--json", help="also write the run (settings, commit, host, merged results) to this file")
+    parser.add_argument("--step-time-readme", metavar="README",
+                        help="rewrite the step-time section of README (between %s and %s; appended when absent)" % (
+                            STEP_TIME_BEGIN, STEP_TIME_END))
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="run nothing: take the run from FILE (written by --json), for --step-time-readme")
+    parser.add_argument("--command", help="the command line to name in the README section (default: this one)")
+    parser.add_argument("--profile", metavar="PATH",
+                        help="cProfile the measured steps of each worker; stats to PATH (%%a = allocator, %%p = pid), "
+                             "top 25 by own time on stderr (slows the steps: not for the step-time table)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.allocator:
         args.allocator = list(VARIANTS)
     if args.batch % args.minibatches:
         parser.error("--batch must be a multiple of --minibatches")
+    if args.warmup_steps < 0 or args.rounds < 1 or args.steps < 1:
+        parser.error("--steps and --rounds must be >= 1, --warmup-steps >= 0")
     return args
 
 
