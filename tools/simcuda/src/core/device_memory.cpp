@@ -579,9 +579,15 @@ void device_memset(void* pointer, int value, std::size_t bytes) noexcept {
     std::memset(pointer, value, bytes);
     return;
   }
-  // The whole pages [first, last) map a run of some fd; find it (an allocation, or a mapping).
-  int fd = -1;
-  std::size_t offset = 0;
+  // The whole pages [first, last) map runs of physical memory: one allocation, or a chain of
+  // adjacent mappings (an expandable segment's pages, each its own handle). Punching the runs out
+  // zeroes them without touching a page; untouched pages stay free.
+  struct run {
+    int fd;
+    std::size_t offset;
+    std::size_t bytes;
+  };
+  std::vector<run> runs;
   {
     books& b = the_books();
     std::lock_guard lock(b.mu);
@@ -591,24 +597,35 @@ void device_memset(void* pointer, int value, std::size_t bytes) noexcept {
       if (al != d->allocations.begin() && first < std::prev(al)->first + std::prev(al)->second.bytes &&
           last <= std::prev(al)->first + std::prev(al)->second.bytes) {
         --al;
-        fd = d->memfd;
-        offset = al->second.phys_offset + (first - al->first);
+        runs.push_back({d->memfd, al->second.phys_offset + (first - al->first), last - first});
       } else {
         auto m = d->mappings.upper_bound(first);
-        if (m != d->mappings.begin() && last <= std::prev(m)->first + std::prev(m)->second.bytes) {
-          --m;
-          auto h = b.handles.find(m->second.handle);
-          if (h != b.handles.end() && first >= m->first) {
-            fd = h->second.fd;
-            offset = h->second.phys_offset + m->second.handle_offset + (first - m->first);
+        if (m != d->mappings.begin()) --m;
+        for (std::uintptr_t cursor = first; cursor < last; ++m) {
+          if (m == d->mappings.end() || m->first > cursor || m->first + m->second.bytes <= cursor) {
+            runs.clear();  // a hole in the range: not all mapped memory
+            break;
           }
+          auto h = b.handles.find(m->second.handle);
+          if (h == b.handles.end()) {
+            runs.clear();
+            break;
+          }
+          const std::uintptr_t piece_end = std::min<std::uintptr_t>(last, m->first + m->second.bytes);
+          runs.push_back({h->second.fd, h->second.phys_offset + m->second.handle_offset + (cursor - m->first),
+                          piece_end - cursor});
+          cursor = piece_end;
         }
       }
     }
   }
-  if (fd < 0 || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                          static_cast<off_t>(last - first)) != 0) {
-    std::memset(pointer, value, bytes);  // spans mappings, or the kernel refused: write it
+  bool punched = !runs.empty();
+  for (const run& r : runs) {
+    punched = punched && fallocate(r.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.offset),
+                                   static_cast<off_t>(r.bytes)) == 0;
+  }
+  if (!punched) {
+    std::memset(pointer, value, bytes);  // not device memory we know, or the kernel refused: write it
     return;
   }
   std::memset(pointer, 0, first - begin);
