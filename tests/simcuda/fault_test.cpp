@@ -181,6 +181,31 @@ TEST_F(simcuda_memory, AZeroMemsetClearsExactlyItsRangeInAllocationsAndMappings)
   EXPECT_EQ(cuMemAddressFree(a, 8 * mib), CUDA_SUCCESS);
 }
 
+TEST_F(simcuda_memory, AZeroMemsetAcrossAdjacentMappingsClearsExactlyItsRange) {
+  // An expandable segment's pages: one handle per page, mapped side by side. A memset over several
+  // of them must clear each page's memory, and only the range asked for.
+  CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle handles[3] = {};
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 6 * mib, 0, 0, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access = read_write();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cuMemCreate(&handles[i], 2 * mib, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemMap(a + i * 2 * mib, 2 * mib, 0, handles[i], 0), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(cuMemSetAccess(a, 6 * mib, &access, 1), CUDA_SUCCESS);
+  auto* bytes = reinterpret_cast<unsigned char*>(a);
+  std::memset(bytes, 0xcd, 6 * mib);
+  const std::size_t start = 4096 + 7, length = 5 * mib;  // partial pages at both ends, three mappings
+  ASSERT_EQ(cuMemsetD8Async(a + start, 0, length, nullptr), CUDA_SUCCESS);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < 6 * mib; ++i) wrong += bytes[i] != (i >= start && i < start + length ? 0 : 0xcd);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(cuMemUnmap(a, 6 * mib), CUDA_SUCCESS);
+  for (auto h : handles) EXPECT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(a, 6 * mib), CUDA_SUCCESS);
+}
+
 TEST_F(simcuda_memory, PointerAttributesNameDeviceAndHostMemory) {
   void* d = nullptr;
   void* h = nullptr;
