@@ -20,7 +20,7 @@ build="${PHASEALLOC_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
 source_dir="${PHASEALLOC_FUZZ_SOURCE_DIR:-$repo}"
 shared="${PHASEALLOC_SHARED_TRACES_DIR:-$repo/../shared/traces}"
 jobs="${JOBS:-2}"
-fuzzers=(fuzz_read_trace fuzz_pickle_reader fuzz_rmm_log fuzz_kineto)
+fuzzers=(fuzz_read_trace fuzz_pickle_reader fuzz_rmm_log fuzz_kineto fuzz_policy_spec fuzz_cli_options)
 
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "run_fuzz.sh: clang++ not found (libFuzzer needs Clang)" >&2
@@ -57,6 +57,8 @@ seed fuzz_read_trace "$repo"/tests/fuzz/seeds/read_trace/*
 seed fuzz_pickle_reader "$repo"/tests/fuzz/seeds/pickle/* "$shared"/*.pickle
 seed fuzz_rmm_log "$repo"/tests/data/*.csv
 seed fuzz_kineto "$repo"/tests/data/*.json
+seed fuzz_policy_spec "$repo"/tests/fuzz/seeds/policy_spec/*
+seed fuzz_cli_options "$repo"/tests/fuzz/seeds/cli_options/*
 
 status=0
 summary=()
