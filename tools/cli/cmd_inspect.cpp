@@ -23,9 +23,11 @@ struct inspect_args {
 };
 
 void run_inspect(const inspect_args& a) {
-  auto loaded = load_any_trace(a.source);
+  std::string empty;
+  auto loaded = load_any_trace(a.source, &empty);
   if (!loaded) throw command_error(loaded.error());
   const trace& t = loaded.value();
+  if (t.events.empty()) throw command_error(empty);
   const trace_summary s = summarize(t);
   const auto valid = validate(t);
 

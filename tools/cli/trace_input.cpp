@@ -107,7 +107,7 @@ std::string gunzip(std::string_view compressed, std::string_view name, std::stri
   return {};
 }
 
-result<trace, std::string> load_any_trace(std::string_view source) {
+result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error) {
   if (source.starts_with("synth:")) {
     auto job = parse_job(source.substr(6));
     if (!job) return job.error();
@@ -160,13 +160,20 @@ result<trace, std::string> load_any_trace(std::string_view source) {
     loaded = lift(load_trace_bytes(bytes, name));
   }
   if (!loaded) return loaded.error();
-  if (loaded.value().events.empty()) return fmt::format("'{}'{} is {}: nothing to replay", name, compressed_note, kind);
+  if (loaded.value().events.empty() && empty_error != nullptr) {
+    *empty_error = fmt::format("'{}'{} is {}: nothing to replay", name, compressed_note, kind);
+  }
   return loaded;
 }
 
 result<trace, std::string> load_valid_trace(std::string_view source, bool check) {
-  auto loaded = load_any_trace(source);
-  if (!loaded || !check) return loaded;
+  std::string empty;
+  auto loaded = load_any_trace(source, &empty);
+  if (!loaded) return loaded;
+  if (loaded.value().events.empty()) {
+    return empty.empty() ? fmt::format("'{}' holds no events: nothing to replay", source) : empty;
+  }
+  if (!check) return loaded;
   if (auto v = validate(loaded.value()); !v) {
     return fmt::format("{}: not a valid trace: {} (phasealloc inspect shows the whole trace; --no-validate runs it "
                        "anyway)",

@@ -12,13 +12,16 @@
 
 namespace phasealloc::cli {
 
-/// Errors name the source and what is wrong: not a regular file (and what it is instead), empty,
-/// no events in it, or the reader's error (file, offset, what was expected). Gzip-compressed files
-/// (PyTorch's profiler writes .json.gz) are decompressed first, whatever their kind.
-result<trace, std::string> load_any_trace(std::string_view source);
+/// Errors name the source and what is wrong: not a regular file (and what it is instead), 0 bytes,
+/// or the reader's error (file, offset, what was expected). Gzip-compressed files (PyTorch's
+/// profiler writes .json.gz) are decompressed first, whatever their kind. A trace with no events is
+/// returned (dryrun replays every process's recording); `empty_error`, when given, is then set to
+/// what it is ("'x.csv' is an RMM log with no allocations or frees: nothing to replay").
+result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error = nullptr);
 
-/// load_any_trace, then (when `check`) validate(): the error names the first bad event. replay,
-/// report, sweep, export and convert run only traces that pass (their --no-validate skips it).
+/// load_any_trace; an error for a trace with no events; then (when `check`) validate(): the error
+/// names the first bad event. replay, report, sweep, export and convert run only traces that pass
+/// (their --no-validate skips the validation).
 result<trace, std::string> load_valid_trace(std::string_view source, bool check = true);
 
 /// Decompresses gzip (or zlib) data into `out`. Returns "" or an error naming `name`: corrupt or
