@@ -114,6 +114,11 @@ PHASEALLOC_API const char* phasealloc_snapshot_json(int device);
 PHASEALLOC_API int phasealloc_trace_start(const char* path_pattern);
 /* Writes the files and stops. 0, or -1 (no trace running, or a file could not be written). */
 PHASEALLOC_API int phasealloc_trace_stop(void);
+/* Writes the running traces' files now and keeps recording (the files are written again at exit).
+ * The Python package calls it at interpreter exit, before the threads and objects of the process
+ * are torn down, so a crash late in the exit cannot lose a trace. 0 (also with no trace running),
+ * or -1 (a file could not be written). */
+PHASEALLOC_API int phasealloc_trace_flush(void);
 
 /* --- host buffers for offload copies ------------------------------------------------------------------ */
 

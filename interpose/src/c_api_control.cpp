@@ -122,6 +122,10 @@ PHASEALLOC_API int phasealloc_trace_stop(void) {
   return as_status("phasealloc_trace_stop", [] { return engine_registry::instance().stop_trace(); });
 }
 
+PHASEALLOC_API int phasealloc_trace_flush(void) {
+  return as_status("phasealloc_trace_flush", [] { return engine_registry::instance().flush_traces(); });
+}
+
 PHASEALLOC_API const char* phasealloc_last_error(void) {
   thread_local std::string buffer;
   const char* out = as_string("phasealloc_last_error", buffer, [] { return last_error(); });

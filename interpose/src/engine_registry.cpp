@@ -158,6 +158,17 @@ bool engine_registry::tracing() const {
   return !trace_pattern_.empty();
 }
 
+std::string engine_registry::flush_traces() {
+  std::lock_guard lock(mutex_);
+  std::string errors;
+  if (trace_pattern_.empty()) return errors;
+  for (device_slot* s : created()) {
+    const std::string error = flush_trace(*s);
+    if (!error.empty()) errors += (errors.empty() ? "" : "; ") + error;
+  }
+  return errors;
+}
+
 void engine_registry::flush_traces_at_exit() {
   try {
     std::lock_guard lock(mutex_);

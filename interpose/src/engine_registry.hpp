@@ -59,6 +59,8 @@ class engine_registry {
   // --- traces (every engine, and engines created while the trace runs) ----------------------------
   std::string start_trace(std::string_view pattern);  ///< "" or an error message.
   std::string stop_trace();
+  /// Writes every running trace's file now (recording goes on); the errors, joined ("" if none).
+  std::string flush_traces();
   bool tracing() const;
 
   // --- misuse the interpose layer itself saw (no engine involved) -------------------------------

@@ -75,3 +75,15 @@ def test_a_job_without_cuda_allocations_is_an_error_that_says_so():
 def test_bad_options_are_named():
     out = dryrun(["--gpu", "lots", "-q"], ["-c", "pass"])
     assert out.returncode == 1 and '--gpu: "lots" is not a byte size' in out.stderr
+
+
+def test_a_job_that_crashes_late_in_its_exit_keeps_its_trace():
+    # atexit handlers run last-registered first: this abort runs after phasealloc's exit hook (registered
+    # at import torch) and before the library's own exit flush, as a crash of torch's threads while
+    # Python finalizes would. The trace must be on disk already.
+    job = ["-c", "import atexit, os; atexit.register(os.abort)\n"
+                 "import torch; keep = torch.empty(3 << 20, device='cuda')"]
+    out = dryrun(["--gpu", "1GiB", "--json", "--html", "", "-q"], job)
+    assert out.returncode == 128 + 6, out.stderr[-4000:]  # SIGABRT
+    doc = json.loads(out.stdout)
+    assert doc["job"]["signaled"] and doc["floor_bytes"] >= 3 << 20

@@ -165,7 +165,16 @@ void run_dryrun(const dryrun_args& a) {
                  job.signaled ? "killed by signal, status" : "exited with status", job.exit_status, job.seconds);
   }
 
-  const std::vector<fs::path> traces = traces_in(dir);
+  // A process that made no allocation (a launcher, an idle rank) leaves an empty trace: nothing to say.
+  std::vector<fs::path> traces;
+  std::vector<trace> loaded_traces;
+  for (const fs::path& p : traces_in(dir)) {
+    auto loaded = load_any_trace(p.string());
+    if (!loaded) throw command_error(loaded.error());
+    if (loaded.value().events.empty()) continue;
+    traces.push_back(p);
+    loaded_traces.push_back(std::move(loaded).value());
+  }
   if (traces.empty()) {
     throw command_error(fmt::format(
         "the job (exit status {}) made no CUDA allocation through PyTorch: nothing to replay (does it import torch "
@@ -176,9 +185,7 @@ void run_dryrun(const dryrun_args& a) {
   nlohmann::json processes = nlohmann::json::array();
   std::string text;
   for (std::size_t i = 0; i < traces.size(); ++i) {
-    auto loaded = load_any_trace(traces[i].string());
-    if (!loaded) throw command_error(loaded.error());
-    const trace& t = loaded.value();
+    const trace& t = loaded_traces[i];
     replay_report report;
     report.trace_name = traces[i].filename().string();
     report.events = t.events.size();

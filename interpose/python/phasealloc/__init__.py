@@ -21,6 +21,7 @@ Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.
 This module imports nothing heavy: the start-up hook imports it in every Python process.
 """
 
+import atexit
 import os
 import warnings
 
@@ -123,7 +124,19 @@ def enable(conf=None, detect_phases=True, library=None):
         from . import _phase_detect
 
         _phase_detect.install()
+    atexit.register(_flush_traces)
     return True
+
+
+def _flush_traces():
+    """At interpreter exit, before threads and objects are torn down: write the running traces'
+    files (the library writes them again when the process exits, if it gets that far). A crash late in
+    the exit (torch's autograd threads can abort as Python finalizes) then cannot lose a trace."""
+    from . import _library
+
+    lib = _library.loaded()
+    if lib is not None and lib.phasealloc_trace_flush() != 0:
+        warnings.warn("phasealloc: %s" % _library.last_error(), RuntimeWarning)
 
 
 def stats(device=None):

@@ -56,6 +56,7 @@ def _declare(lib):
         "phasealloc_snapshot_json": (c_char_p, [c_int]),
         "phasealloc_trace_start": (c_int, [c_char_p]),
         "phasealloc_trace_stop": (c_int, []),
+        "phasealloc_trace_flush": (c_int, []),
         "phasealloc_host_alloc": (c_void_p, [c_size_t, c_int]),
         "phasealloc_host_free": (c_int, [c_void_p, c_int, c_void_p]),
         "phasealloc_host_trim": (c_int, [c_int]),
