@@ -31,6 +31,12 @@ for snap in tests/data/snapshots/*.pickle; do
   "$cli" replay "$snap" "${policies[@]}" --json -q > "$out/$name.json"
   inputs+=("$out/$name.json")
 done
+# Real-code traces (issue 14): recorded from bench/gpu/rlhf_job.py on the simulated GPU.
+for trace in tools/data/real/*.patrace.gz; do
+  name=$(basename "$trace" .patrace.gz)
+  "$cli" replay "$trace" -p pytorch -p pytorch:expandable_segments:True -p phasealloc --json -q > "$out/real-$name.json"
+  inputs+=("$out/real-$name.json")
+done
 python3 bench/policy_table.py "$out/table.md" "${inputs[@]}" > /dev/null
 python3 - "$out/table.md" bench/README.md <<'PY'
 import sys

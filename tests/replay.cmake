@@ -19,3 +19,12 @@ if(TARGET phasealloc)
             ${CMAKE_CURRENT_BINARY_DIR}/refused.pickle pytorch "replay.cmake: byte 0: expected a phasealloc trace")
   set_tests_properties(export_refuses_unknown_policy export_refuses_malformed_trace PROPERTIES LABELS "unit;replay")
 endif()
+
+# Every real-code trace (tools/data/real, issue 14) replays under the three allocators.
+if(TARGET phasealloc)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  file(GLOB real_traces CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/data/real/*.patrace.gz)
+  add_test(NAME replay_real_traces
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/replay_real_traces.py $<TARGET_FILE:phasealloc> ${real_traces})
+  set_tests_properties(replay_real_traces PROPERTIES LABELS "replay" TIMEOUT 900)
+endif()
