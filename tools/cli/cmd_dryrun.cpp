@@ -34,7 +34,6 @@
 #include "launcher.hpp"
 #include "phasealloc/conf.hpp"
 #include "phasealloc/oom_report.hpp"
-#include "phasealloc/report/report.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
 #include "replay_output.hpp"
 #include "text_table.hpp"
@@ -202,19 +201,13 @@ void run_dryrun(const dryrun_args& a) {
     text += fmt::format("{}== process {} of {} ({})\n{}\nOn a {} GPU:\n{}", i == 0 ? "" : "\n", i + 1, traces.size(),
                         report.trace_name, render_replay_text(report), format_bytes(gpu_bytes), verdicts(report));
     if (!a.html.empty()) {
-      report_input in;
-      in.trace_name = report.trace_name;
-      in.floor_bytes = report.floor_bytes;
-      in.capacity_bytes = report.capacity_bytes;
-      in.results = report.results;
-      in.generated_by = "phasealloc dryrun --gpu " + a.gpu + " --";
-      for (const auto& c : a.command) in.generated_by += " " + c;
+      std::string generated_by = "phasealloc dryrun --gpu " + a.gpu + " --";
+      for (const auto& c : a.command) generated_by += " " + c;
       fs::path html = a.html;
       if (traces.size() > 1) {
         html.replace_filename(fmt::format("{}.{}{}", html.stem().string(), i + 1, html.extension().string()));
       }
-      auto written = write_html_report(html, in);
-      if (!written) throw command_error(written.error());
+      write_replay_html(html.string(), report, generated_by);
       text += fmt::format("report: {}\n", html.string());
     }
     nlohmann::json doc = replay_json(report);

@@ -8,7 +8,6 @@
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
-#include "phasealloc/report/report.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
 #include "progress_bar.hpp"
 #include "replay_output.hpp"
@@ -105,14 +104,7 @@ void run_replay(const replay_args& a, const std::string& invocation) {
     if (!divergences.empty()) std::cout << '\n' << divergences;
   }
   if (!a.html.empty()) {
-    report_input in;
-    in.trace_name = report.trace_name;
-    in.floor_bytes = report.floor_bytes;
-    in.capacity_bytes = report.capacity_bytes;
-    in.results = report.results;
-    in.generated_by = invocation;
-    auto written = write_html_report(a.html, in);
-    if (!written) throw command_error(written.error());
+    write_replay_html(a.html, report, invocation);
     if (!a.json) std::cout << "\nreport: " << a.html << '\n';
   }
 }

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "commands.hpp"
 #include "phasealloc/oom_report.hpp"
+#include "phasealloc/report/report.hpp"
 #include "text_table.hpp"
 
 namespace phasealloc::cli {
@@ -101,6 +103,17 @@ nlohmann::json replay_json(const replay_report& r) {
     doc["results"].push_back(std::move(j));
   }
   return doc;
+}
+
+void write_replay_html(const std::string& path, const replay_report& report, const std::string& generated_by) {
+  report_input in;
+  in.trace_name = report.trace_name;
+  in.floor_bytes = report.floor_bytes;
+  in.capacity_bytes = report.capacity_bytes;
+  in.results = report.results;
+  in.generated_by = generated_by;
+  auto written = write_html_report(path, in);
+  if (!written) throw command_error(written.error());
 }
 
 }  // namespace phasealloc::cli

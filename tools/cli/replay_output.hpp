@@ -24,5 +24,7 @@ struct replay_report {
 
 std::string render_replay_text(const replay_report& report);
 nlohmann::json replay_json(const replay_report& report);
+/// Writes the HTML report of `report` to `path`; throws command_error naming the path on failure.
+void write_replay_html(const std::string& path, const replay_report& report, const std::string& generated_by);
 
 }  // namespace phasealloc::cli
