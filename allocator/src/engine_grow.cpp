@@ -8,7 +8,8 @@
 //   on_oom plan, one retry after each step -> else an alloc_error with the OOM report.
 //   An expandable pool has one reservation per (pool, stream), sized to the device's capacity
 //   plus an eighth (as PyTorch's expandable segments); growth maps the lowest unmapped run that,
-//   with the free block before it, holds the request. Pools marked torch_expandable follow
+//   with the free block before it, holds the request. When no run can, even after the on_oom plan
+//   (live blocks sit in the holes), a further reservation is the last resort. Pools marked torch_expandable follow
 //   PyTorch's find_expandable_block and try_allocate_expandable_block instead: the chain of free
 //   and unmapped blocks after the run counts too, its runs are mapped in turn until the merged
 //   block holds the request, and a new reservation is added when no chain anywhere can.
@@ -63,6 +64,12 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
       b = try_grow_once(request, pool, rounded, grow_bytes);
     }
     if (b != nullptr) return b;
+  }
+  // Last resort for an expandable pool: the device has the memory but no reservation of this pool
+  // and stream has a run of addresses long enough (its holes are where live blocks sit). A new
+  // reservation holds the request. (torch_expandable pools make one before releasing anything.)
+  if (pool_traits_[pool].expandable && !pool_traits_[pool].torch_expandable) {
+    if (block* b = grow_expandable(request, pool, rounded, grow_bytes, /*new_reservation=*/true)) return b;
   }
 
   ++stats_.num_ooms;
@@ -163,7 +170,7 @@ segment* engine_impl::new_expandable_segment(pool_id pool, stream_id stream) {
 }
 
 block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded,
-                                    std::size_t& grow_bytes) {
+                                    std::size_t& grow_bytes, bool new_reservation) {
   const stream_id stream = request.stream;
   const std::size_t page = pool_traits_[pool].page_bytes;
   grow_bytes = round_up(rounded, page);
@@ -195,7 +202,7 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
       if (room_from(start, u) >= rounded) candidate = start;
     }
   }
-  if (candidate == nullptr && (torch_rules || reservations.empty())) {
+  if (candidate == nullptr && (torch_rules || new_reservation || reservations.empty())) {
     segment* seg = new_expandable_segment(pool, stream);
     if (seg != nullptr && seg->bytes >= rounded) candidate = seg->first;
   }

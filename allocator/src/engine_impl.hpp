@@ -80,7 +80,10 @@ class engine_impl {
   block* new_segment(pool_id pool, stream_id stream, std::size_t bytes);
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).
   segment* add_segment(device_address addr, std::size_t bytes, pool_id pool, stream_id stream, bool expandable);
-  block* grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
+  /// `new_reservation`: with no room in this pool and stream's reservations, add one (always so for
+  /// torch_expandable pools).
+  block* grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes,
+                         bool new_reservation = false);
   /// Maps the front of unmapped run `u` (at least need_bytes, whole pages), merges it with its free
   /// neighbours and puts the result in the pool; nullptr when the device or the limit refuses.
   block* map_run(const alloc_request& request, pool_id pool, std::size_t rounded, block* u, std::size_t need_bytes);

@@ -198,6 +198,7 @@ release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
   learned_[std::string(c.from_name)] =
       phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
+  successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
   const auto& rollout = options_.rollout_phases;
@@ -213,6 +214,15 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       const auto it = learned_.find(c.to_name);
       if (it == learned_.end()) return {};
       keep = std::max(keep, it->second.bytes());
+      // Ping-pong: when the phase that starts has been seen to hand back to the one that ends
+      // (training -> optimizer -> training, once per minibatch), what the ending phase needs is
+      // regrown right after a short interval; releasing it would only pay a release and a regrowth.
+      // Other transitions (into generation, whose memory a colocated engine may want) are unchanged.
+      if (const auto next = successors_.find(c.to_name); next != successors_.end() && next->second.count(c.from_name)) {
+        if (const auto need = learned_.find(c.from_name); need != learned_.end()) {
+          keep = std::max(keep, need->second.bytes());
+        }
+      }
       break;
     }
   }

@@ -131,6 +131,40 @@ TEST(PhaseallocPolicyTest, AdaptiveReleaseKeepsWhatTheNextPhaseNeededLastTime) {
   EXPECT_GE(learned.at("training").bytes(), learned.at("training").peak_allocated_bytes);
 }
 
+TEST(PhaseallocPolicyTest, MinibatchPingPongKeepsTrainingMemoryButTheStepEndStillReleases) {
+  // Two minibatches per step: training -> optimizer -> training -> optimizer -> generation. Once the
+  // policy has seen the optimizer hand back to training, it keeps training's memory over the short
+  // optimizer interval (no release and regrowth per minibatch); the step's end, into generation,
+  // still gives it back.
+  rig r("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
+  const auto unmaps = [&] { return r.eng.stats().num_device_unmap; };
+  const auto minibatch = [&] {
+    r.eng.set_phase("training");
+    std::vector<device_address> saved;
+    for (int l = 0; l < 8; ++l) saved.push_back(r.alloc(40 * mib));
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) r.free(*it);
+    r.eng.set_phase("optimizer");
+    r.free(r.alloc(4 * mib));
+  };
+  std::int64_t in_minibatches = 0, at_step_end = 0;
+  for (int step = 0; step < 4; ++step) {
+    r.eng.set_phase("generation");
+    r.free(r.alloc(16 * mib));
+    const std::int64_t before = unmaps();
+    minibatch();
+    minibatch();
+    const std::int64_t after_minibatches = unmaps();
+    r.eng.set_phase("generation");
+    if (step >= 2) {  // learned: every phase and the optimizer's successors have been seen
+      in_minibatches += after_minibatches - before;
+      at_step_end += unmaps() - after_minibatches;
+    }
+  }
+  EXPECT_EQ(in_minibatches, 0);
+  EXPECT_GT(at_step_end, 0);
+  EXPECT_LT(r.reserved(), 8 * 40 * mib);  // generation does not hold training's activations
+}
+
 TEST(PhaseallocPolicyTest, RegrowthAfterATransitionReleaseTakesFewCallsAndKeepsThePeak) {
   // Training needs 16 x 40 MiB of activations; the optimizer and generation need far less, so
   // every iteration the adaptive release returns training's memory and training grows it back.

@@ -56,6 +56,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -120,6 +121,8 @@ class phasealloc_policy final : public policy {
   phasealloc_policy_options options_;
   std::vector<pool_traits> pools_;
   std::map<std::string, phase_need, std::less<>> learned_;
+  /// The phases seen to follow each phase (the job's cycle, as far as it has been seen).
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> successors_;
   std::string phase_;              ///< The current phase (set at transitions).
   bool entered_trimmed_ = false;  ///< The current interval started with its cache at the prediction.
   bool in_rollout_ = false;       ///< phase_pools and the current phase is a rollout phase.
