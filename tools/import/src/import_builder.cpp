@@ -1,5 +1,7 @@
 #include "import_builder.hpp"
 
+#include "phasealloc/trace/trace_validate.hpp"
+
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -177,6 +179,15 @@ trace import_builder::finish() {
   set_property(trace_.meta, "import.implicit_frees", std::to_string(implicit_frees_));
   set_property(trace_.meta, "import.clamped_times", std::to_string(clamped_times_));
   return std::move(trace_);
+}
+
+result<trace, trace_error> valid_import(trace t, std::string_view source_name) {
+  auto valid = validate(t);
+  if (!valid) {
+    return trace_error{std::string(source_name), 0, 0, "input that makes a valid trace",
+                       "what imports as " + valid.error().message()};
+  }
+  return t;
 }
 
 }  // namespace phasealloc::detail

@@ -22,6 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "phasealloc/status.hpp"
+#include "phasealloc/trace/trace_error.hpp"
 #include "phasealloc/trace/trace_format.hpp"
 
 namespace phasealloc::detail {
@@ -80,5 +82,10 @@ class import_builder {
   std::uint64_t implicit_frees_ = 0;
   std::uint64_t clamped_times_ = 0;
 };
+
+/// The trace an importer built, or the first reason it is not a valid trace (a size above what a
+/// trace may hold, ...), as the importer's error: foreign input must never become a trace that
+/// replay refuses or an engine cannot take.
+result<trace, trace_error> valid_import(trace t, std::string_view source_name);
 
 }  // namespace phasealloc::detail

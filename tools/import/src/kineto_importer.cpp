@@ -187,7 +187,7 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
   set_property(t.meta, "kineto.zero_sized_events", std::to_string(zero_sized));
   set_property(t.meta, "kineto.peak_total_allocated_bytes", std::to_string(peak_allocated));
   set_property(t.meta, "kineto.peak_total_reserved_bytes", std::to_string(peak_reserved));
-  return t;
+  return detail::valid_import(std::move(t), source_name);
 }
 
 result<trace, trace_error> import_kineto_file(const std::filesystem::path& path, const kineto_import_options& options) {

@@ -8,6 +8,7 @@
 
 #include "file_bytes.hpp"
 #include "import_builder.hpp"
+#include "phasealloc/trace/trace_validate.hpp"
 
 namespace phasealloc {
 namespace {
@@ -163,6 +164,9 @@ result<trace, trace_error> import_rmm_log(std::string_view csv_text, std::string
     if (!parse_whole(fields[4], size)) {
       return error("a decimal Size", fields[4]);
     }
+    if (size > trace_max_event_bytes) {
+      return error(fmt::format("a Size of at most 1 PiB ({} bytes)", trace_max_event_bytes), fields[4]);
+    }
     std::uint64_t stream = 0;
     if (!parse_hex(fields[5], stream)) {
       return error("a hex Stream like 55d0c8a1f2b0 or 0x0", fields[5]);
@@ -188,7 +192,7 @@ result<trace, trace_error> import_rmm_log(std::string_view csv_text, std::string
   t.meta.source = fmt::format("rmm log {}", source_name);
   set_property(t.meta, "rmm.rows", std::to_string(rows));
   set_property(t.meta, "rmm.null_allocations", std::to_string(null_allocations));
-  return t;
+  return detail::valid_import(std::move(t), source_name);
 }
 
 result<trace, trace_error> import_rmm_log_file(const std::filesystem::path& path) {

@@ -83,7 +83,7 @@ class snapshot_walker {
     if (settings.is_dict()) {
       record_settings(settings, t.meta);
     }
-    return t;
+    return detail::valid_import(std::move(t), source_);
   }
 
  private:
