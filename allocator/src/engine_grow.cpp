@@ -199,6 +199,9 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
     for (block* u = reservations[i]->first; u != nullptr && candidate == nullptr; u = u->next) {
       if (u->state != block_state::unmapped) continue;
       block* start = allocatable(u->prev) ? u->prev : u;
+      // A free block that holds the request alone was refused by best fit (the policy's may_use):
+      // growing into it would hand it out anyway. torch does exactly that; the engine does not.
+      if (!torch_rules && start != u && start->bytes >= rounded) continue;
       if (room_from(start, u) >= rounded) candidate = start;
     }
   }
