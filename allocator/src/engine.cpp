@@ -27,6 +27,7 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
   pool_traits_.assign(traits.begin(), traits.end());
   PHASEALLOC_CHECK(!pool_traits_.empty(), "policy '{}' defines no pools", policy_.spec());
   const device_caps& caps = device_.caps();
+  max_request_bytes_ = std::min(caps.capacity_bytes, SIZE_MAX / 4);
   for (pool_traits& t : pool_traits_) {
     if (!t.expandable) continue;
     if (!caps.has_virtual_reserve || !caps.has_partial_unmap) {

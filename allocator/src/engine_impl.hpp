@@ -47,6 +47,9 @@ class engine_impl {
   device& device_;
   policy& policy_;
   engine_options options_;
+  /// Above this a request is out of memory before any policy sees it: the device's capacity (capped
+  /// so that rounding cannot overflow). Fixed at construction: the allocation path reads a member.
+  std::size_t max_request_bytes_ = 0;
   std::vector<pool_traits> pool_traits_;
   /// Recycles the nodes of the pool sets and the live map (declared before them: outlives them).
   node_recycler nodes_;
@@ -75,7 +78,7 @@ class engine_impl {
                        std::size_t grow_bytes, alloc_error& error) const;
   /// The largest request the engine passes to its policy: the device's capacity (bounded so that a
   /// policy's rounding and a segment's granularity can never overflow).
-  std::size_t max_request_bytes() const { return std::min(device_.caps().capacity_bytes, SIZE_MAX / 4); }
+  std::size_t max_request_bytes() const { return max_request_bytes_; }
   block* try_grow_once(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes);
   block* new_segment(pool_id pool, stream_id stream, std::size_t bytes);
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).
