@@ -27,4 +27,8 @@ if(TARGET phasealloc)
   add_test(NAME replay_real_traces
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/replay_real_traces.py $<TARGET_FILE:phasealloc> ${real_traces})
   set_tests_properties(replay_real_traces PROPERTIES LABELS "replay" TIMEOUT 900)
+  # Issue 14, part 4: the same-shape synth presets stay within 5% of the real-code traces.
+  add_test(NAME synth_presets_match_real_traces
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/synth_vs_real.py $<TARGET_FILE:phasealloc> --check)
+  set_tests_properties(synth_presets_match_real_traces PROPERTIES LABELS "replay;synth" TIMEOUT 600)
 endif()

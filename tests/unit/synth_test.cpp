@@ -446,6 +446,84 @@ TEST(SynthTest, GradientCheckpointingLowersTheTrainingPeak) {
   EXPECT_LT(training_peak(synth(job + ",flash_attention:true")), training_peak(synth(job)));
 }
 
+// Peak live bytes while `phase_name` runs ("" = setup, before the first phase).
+std::uint64_t phase_peak(const trace& t, std::string_view phase_name) {
+  std::map<std::uint64_t, std::uint64_t> live;
+  std::uint64_t now = 0, peak = 0;
+  std::string phase;
+  for (const trace_event& e : t.events) {
+    if (e.op == trace_event_op::phase) phase = t.strings[e.name];
+    if (e.op == trace_event_op::alloc) {
+      live[e.alloc_id] = e.bytes;
+      now += e.bytes;
+    }
+    if (e.op == trace_event_op::free) now -= live[e.alloc_id];
+    if (phase == phase_name) peak = std::max(peak, now);
+  }
+  return peak;
+}
+
+// The knobs that describe how rlhf_job.py-style code differs from DeepSpeed-Chat's (issue 14,
+// part 4): each moves the phase it should, in the direction it should.
+constexpr std::string_view knob_job =
+    "preset:ppo-125m,iterations:1,batch:4,generation_batch:4,prompt_len:64,gen_len:32,micro_batch:4,"
+    "mini_batch:4,inference_micro_batch:4,models.layers:2,master_weights:false";
+
+TEST(SynthKnobTest, Gpt2NewGeluKeepsMoreForBackwardThanRelu) {
+  const std::string job(knob_job);
+  const std::uint64_t opt = phase_peak(synth(job), "training");
+  const std::uint64_t gpt2 = phase_peak(synth(job + ",models.family:gpt2"), "training");
+  // Four more ffn-wide bf16 tensors per layer (2 layers, 4 x 96 tokens, ffn 3072) for one trained
+  // model at a time; most of that is on top of the ReLU job's training peak.
+  const std::uint64_t per_model = 4ull * 2 * (4 * 96) * 3072 * 2;
+  EXPECT_GE(gpt2, opt + per_model / 2);
+  // Setup (before the first phase) loads the same parameters, but GPT-2's wpe has no OPT offset
+  // of 2 rows: 4 models x 2 rows x 768 x 2 bytes fewer.
+  EXPECT_EQ(phase_peak(synth(job + ",models.family:gpt2"), ""), phase_peak(synth(job), "") - 4ull * 2 * 768 * 2);
+}
+
+TEST(SynthKnobTest, ResponseLogprobsShrinkTheVocabTransients) {
+  const std::string job(knob_job);
+  EXPECT_LT(phase_peak(synth(job + ",response_logprobs:true"), "inference"), phase_peak(synth(job), "inference"));
+  EXPECT_LT(phase_peak(synth(job + ",response_logprobs:true"), "training"), phase_peak(synth(job), "training"));
+}
+
+TEST(SynthKnobTest, DroppingTheModelOutputFreesTheCacheBeforeLogprobs) {
+  const std::string job(knob_job);
+  EXPECT_LT(phase_peak(synth(job + ",keep_model_output:false"), "inference"), phase_peak(synth(job), "inference"));
+}
+
+TEST(SynthKnobTest, JointBackwardHoldsBothModelsActivations) {
+  const std::string job(knob_job);
+  EXPECT_GT(phase_peak(synth(job + ",joint_backward:true"), "training"), phase_peak(synth(job), "training"));
+}
+
+TEST(SynthKnobTest, SharedOptimizerTakesTheSqrtListOfBothModelsAtOnce) {
+  const std::string job(knob_job);
+  EXPECT_GT(phase_peak(synth(job + ",shared_optimizer:true"), "optimizer"), phase_peak(synth(job), "optimizer"));
+}
+
+TEST(SynthKnobTest, WithoutACriticNothingOfItIsAllocated) {
+  const std::string job(knob_job);
+  const trace with = synth(job);
+  const trace without = synth(job + ",with_critic:false");
+  const rlhf_job j = job_of(job);
+  const std::uint64_t critic_bytes = parameter_count(j.critic, model_role::critic) * 2;
+  EXPECT_EQ(phase_peak(without, "") + critic_bytes, phase_peak(with, ""));  // setup, before the first phase
+  EXPECT_LT(phase_peak(without, "optimizer"), phase_peak(with, "optimizer"));
+}
+
+TEST(SynthKnobTest, RlhfJobPresetsRoundTripTheirKnobs) {
+  for (std::string_view name : {"ppo-gpt2-small", "ppo-gpt2-1.3b", "grpo-gpt2-small", "grpo-gpt2-1.3b"}) {
+    const rlhf_job p = preset(name).value();
+    EXPECT_EQ(p.actor.family, model_family::gpt2) << name;
+    EXPECT_TRUE(p.response_logprobs && p.joint_backward && p.shared_optimizer && !p.keep_model_output) << name;
+    EXPECT_EQ(p.with_critic, name.substr(0, 3) == "ppo") << name;
+    const rlhf_job back = job_of(to_conf(p));
+    EXPECT_EQ(to_conf(back), to_conf(p)) << name;
+  }
+}
+
 TEST(SynthModelTest, ParameterCountsMatchTheRealModels) {
   rlhf_job seven = preset("ppo-7b").value();
   EXPECT_EQ(parameter_count(seven.actor, model_role::actor), 6'738'415'616u);  // Llama-2-7b

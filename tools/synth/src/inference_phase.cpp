@@ -25,20 +25,24 @@ struct score_parts {
   std::vector<tensor> logprobs, ref_logprobs, values, scores;
 };
 
-// log_softmax(logits.float()).gather(...): (micro, len - 1) fp32.
-tensor log_probs(graph& g, const tensor& logits, std::size_t micro, std::size_t len, std::size_t vocab) {
-  const std::size_t n = micro * (len - 1) * vocab;
+// log_softmax(logits[:, first:-1].float()).gather(...): (micro, positions) fp32, where positions is
+// len - 1 (every position's) or the response length (response_logprobs).
+tensor log_probs(graph& g, const tensor& logits, std::size_t micro, std::size_t positions, std::size_t vocab) {
+  const std::size_t n = micro * positions * vocab;
   tensor upcast = pointwise(g, {logits}, {}, n, 4, false, alloc_tag::logits);  // logits[:, :-1].float()
   tensor lsm = pointwise(g, {upcast}, {}, n, 4, false, alloc_tag::logits);
   g.drop(upcast);
-  tensor picked = pointwise(g, {lsm}, {}, micro * (len - 1), 4, false, alloc_tag::output);
+  tensor picked = pointwise(g, {lsm}, {}, micro * positions, 4, false, alloc_tag::output);
   g.drop(lsm);
   return picked;
 }
 
-void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, score_parts& parts) {
+void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, std::size_t response,
+                       score_parts& parts) {
+  const std::size_t positions = ctx.job.response_logprobs ? response : len - 1;
   for (model_role role : {model_role::actor, model_role::reference, model_role::critic, model_role::reward}) {
     const model_state& m = ctx.model(role);
+    if (!m.present) continue;
     graph g(ctx.builder, ctx.cost, /*grad_enabled=*/false);
     forward_request r;
     r.batch = micro;
@@ -50,7 +54,13 @@ void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, s
     if (m.layout.lm_head) r.cache = &cache;
     tensor out = model_forward(g, m, r);
     if (m.layout.lm_head) {
-      tensor lp = log_probs(g, out, micro, len, m.desc.vocab);
+      if (!ctx.job.keep_model_output) {  // the output object dies at once: its past_key_values go
+        for (kv_slot& slot : cache) {
+          g.drop(slot.k);
+          g.drop(slot.v);
+        }
+      }
+      tensor lp = log_probs(g, out, micro, positions, m.desc.vocab);
       (role == model_role::actor ? parts.logprobs : parts.ref_logprobs).push_back(lp);
       g.drop(out);  // the output object dies: logits, then past_key_values
       for (kv_slot& slot : cache) {
@@ -121,13 +131,13 @@ void run_inference(synth_context& ctx, const iteration_shape& shape) {
   const std::size_t micro = ctx.job.effective_inference_micro_batch();
   score_parts parts;
   for (std::size_t first = 0; first < ctx.job.batch; first += micro) {
-    score_micro_batch(ctx, std::min(micro, ctx.job.batch - first), shape.sequence_len(), parts);
+    score_micro_batch(ctx, std::min(micro, ctx.job.batch - first), shape.sequence_len(), shape.response_len, parts);
   }
   graph g(ctx.builder, ctx.cost, /*grad_enabled=*/false);
   rollout_data& data = ctx.rollout;
   replace(g, data.logprobs, concatenate(g, parts.logprobs));
   replace(g, data.ref_logprobs, concatenate(g, parts.ref_logprobs));
-  replace(g, data.values, concatenate(g, parts.values));
+  if (!parts.values.empty()) replace(g, data.values, concatenate(g, parts.values));
   replace(g, data.scores, concatenate(g, parts.scores));
   advantages(ctx, g, shape);
 }

@@ -47,6 +47,11 @@ void visit_job_fields(Job& j, Sizes&& size, Flags&& flag, Bytes&& bytes) {
   flag("offload_optimizer", j.offload_optimizer);
   flag("offload_params", j.offload_params);
   flag("empty_cache_at_phases", j.empty_cache_at_phases);
+  flag("response_logprobs", j.response_logprobs);
+  flag("joint_backward", j.joint_backward);
+  flag("shared_optimizer", j.shared_optimizer);
+  flag("with_critic", j.with_critic);
+  flag("keep_model_output", j.keep_model_output);
   bytes("offload_chunk_bytes", j.offload_chunk_bytes);
   bytes("device_capacity", j.device_capacity_bytes);
 }
@@ -66,7 +71,7 @@ void read_model(conf_reader& reader, rlhf_job& job, std::string_view prefix, con
     if (auto family = parse_model_family(*name)) {
       for (model_role role : targets) model_of(job, role).family = *family;
     } else {
-      reader.fail(family_key, fmt::format("\"{}\" is not a model family (expected llama or opt)", *name));
+      reader.fail(family_key, fmt::format("\"{}\" is not a model family (expected llama, opt or gpt2)", *name));
     }
   }
 }

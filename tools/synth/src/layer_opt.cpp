@@ -4,6 +4,42 @@
 #include "ops.hpp"
 
 namespace phasealloc::detail::synth {
+namespace {
+
+// nn.ReLU: autograd keeps the output only.
+tensor relu(graph& g, tensor x) {
+  tensor out = pointwise(g, {x}, {}, x.numel, x.elem_bytes, /*save_output=*/true);
+  g.drop(x);
+  return out;
+}
+
+// HF NewGELUActivation (GPT-2's gelu_new), as the Python writes it:
+//   0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+// Seven ffn-wide results; under autograd pow keeps x, tanh its output, and the final product
+// both of its factors (0.5 * x and 1 + tanh), so four live on for backward besides the output.
+tensor gelu_new(graph& g, tensor x) {
+  const std::size_t n = x.numel;
+  const std::size_t e = x.elem_bytes;
+  tensor cubed = pointwise(g, {x}, {x}, n, e);          // torch.pow(x, 3.0)
+  tensor scaled = pointwise(g, {cubed}, {}, n, e);      // 0.044715 * ...
+  g.drop(cubed);
+  tensor inner = add(g, x, scaled);                     // x + ...
+  g.drop(scaled);
+  tensor arg = pointwise(g, {inner}, {}, n, e);         // sqrt(2 / pi) * ...
+  g.drop(inner);
+  tensor th = pointwise(g, {arg}, {}, n, e, /*save_output=*/true);  // torch.tanh
+  g.drop(arg);
+  tensor one_plus = pointwise(g, {th}, {}, n, e);       // 1.0 + ...
+  g.drop(th);
+  tensor half_x = pointwise(g, {x}, {}, n, e);          // 0.5 * x
+  g.drop(x);
+  tensor out = pointwise(g, {half_x, one_plus}, {half_x, one_plus}, n, e);
+  g.drop(half_x);
+  g.drop(one_plus);
+  return out;
+}
+
+}  // namespace
 
 tensor opt_layer(graph& g, const layer_env& env, tensor x) {
   const model_desc& d = *env.desc;
@@ -21,10 +57,10 @@ tensor opt_layer(graph& g, const layer_env& env, tensor x) {
   tensor normed2 = layer_norm(g, h, tokens, d.hidden, p.mlp_norm);
   tensor fc1 = linear(g, normed2, tokens, p.up);
   g.drop(normed2);
-  tensor relu = pointwise(g, {fc1}, {}, fc1.numel, fc1.elem_bytes, /*save_output=*/true);
-  g.drop(fc1);
-  tensor fc2 = linear(g, relu, tokens, p.down);
-  g.drop(relu);
+  tensor act = d.family == model_family::gpt2 ? gelu_new(g, std::move(fc1))
+                                              : relu(g, std::move(fc1));
+  tensor fc2 = linear(g, act, tokens, p.down);
+  g.drop(act);
   tensor out = add(g, h, fc2);
   g.drop(h);
   g.drop(fc2);

@@ -5,12 +5,18 @@
 namespace phasealloc {
 
 std::string_view to_string(model_family family) noexcept {
-  return family == model_family::llama ? "llama" : "opt";
+  switch (family) {
+    case model_family::llama: return "llama";
+    case model_family::opt: return "opt";
+    case model_family::gpt2: return "gpt2";
+  }
+  return "?";
 }
 
 std::optional<model_family> parse_model_family(std::string_view name) noexcept {
   if (name == "llama") return model_family::llama;
   if (name == "opt") return model_family::opt;
+  if (name == "gpt2") return model_family::gpt2;
   return std::nullopt;
 }
 

@@ -54,7 +54,7 @@ tensor model_forward(graph& g, const model_state& m, const forward_request& r) {
   tensor positions = g.make(r.batch * r.kv_len, 8, alloc_tag::activation);  // mask.cumsum(-1) - 1
   tensor x = embedding(g, l.embed, tokens, d.hidden, act);
   shared_inputs shared;
-  if (d.family == model_family::opt) {
+  if (d.family != model_family::llama) {  // opt, gpt2: learned positions
     tensor pos = embedding(g, l.positions, tokens, d.hidden, act);
     tensor sum = add(g, x, pos);
     g.drop(x);
@@ -87,7 +87,7 @@ tensor model_forward(graph& g, const model_state& m, const forward_request& r) {
   }
 
   if (stream) stream->use(stream->head_chunk());
-  tensor normed = d.family == model_family::opt ? layer_norm(g, x, tokens, d.hidden, l.final_norm)
+  tensor normed = d.family != model_family::llama ? layer_norm(g, x, tokens, d.hidden, l.final_norm)
                                                 : rms_norm(g, x, tokens, d.hidden, l.final_norm);
   g.drop(x);
   tensor out;

@@ -8,7 +8,8 @@ model_state make_model(const rlhf_job& job, model_role role) {
   m.role = role;
   m.desc = model_of(job, role);
   m.layout = make_layout(m.desc, role);
-  m.trained = role == model_role::actor || role == model_role::critic;
+  m.present = role != model_role::critic || job.with_critic;
+  m.trained = m.present && (role == model_role::actor || role == model_role::critic);
   m.offloaded = job.offload_params && (role == model_role::reference || role == model_role::reward);
   m.master = m.trained && job.master_weights && !job.offload_optimizer && m.desc.bytes_per_param < 4;
   m.state_elem_bytes = m.master || job.offload_optimizer ? 4 : m.desc.bytes_per_param;
@@ -35,7 +36,7 @@ model_set make_models(const rlhf_job& job) {
 void load_models(trace_builder& builder, const cost_model& cost, model_set& models) {
   for (model_role role : {model_role::actor, model_role::reference, model_role::critic, model_role::reward}) {
     model_state& m = model_for(models, role);
-    if (m.offloaded) continue;  // stays in (pinned) host memory; streamed in per forward
+    if (!m.present || m.offloaded) continue;  // offloaded: stays in (pinned) host memory, streamed per forward
     const bool buffer_after_norm = m.layout.buffer_bytes > 0;
     for (std::size_t i = 0; i < m.params.size(); ++i) {
       m.params[i] = builder.alloc(m.param_bytes[i], alloc_tag::parameter);

@@ -18,6 +18,7 @@ struct model_state {
   model_desc desc;
   param_layout layout;
   bool trained = false;     ///< actor and critic.
+  bool present = true;      ///< false: the job has no such model (a critic with with_critic:false).
   bool offloaded = false;   ///< Weights live on the CPU and are streamed per layer (offload_params).
   bool master = false;      ///< fp32 master weights on the GPU.
   std::size_t state_elem_bytes = 4;  ///< AdamW state dtype: fp32 with masters, else the param dtype.

@@ -1,6 +1,7 @@
 // optimizer: clip_grad_norm_(max_norm=1.0), torch.optim.AdamW.step() (foreach implementation, two
 // parameter groups) and zero_grad(set_to_none=True); or, with offload_optimizer, a chunked step
-// whose states stream through GPU buffers.
+// whose states stream through GPU buffers; or, with shared_optimizer, one AdamW over the actor's
+// and the critic's parameters in one group, unclipped.
 //
 // Clipping (foreach): one 0-dim norm per grad, torch.stack, vector_norm, the clip coefficient;
 // the grads are scaled in place. (DeepSpeed clips inside engine.step(), hence this phase.)
@@ -15,6 +16,7 @@
 // chunk written back and freed; the bf16 params are updated in place from the master chunk.
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "synth_context.hpp"
@@ -47,33 +49,47 @@ void clip_grad_norm(synth_context& ctx, model_state& m) {
   b.release(total);
 }
 
-void foreach_adamw(synth_context& ctx, model_state& m) {
+// One parameter group of a foreach AdamW step: (model, parameter index) pairs.
+using param_group = std::vector<std::pair<model_state*, std::size_t>>;
+
+void foreach_adamw_group(synth_context& ctx, const param_group& group) {
   trace_builder& b = ctx.builder;
+  double bytes = 0;
+  for (const auto& [m, i] : group) {  // _init_group
+    const std::size_t numel = m->layout.params[i].numel;
+    if (m->exp_avg[i] == 0) {
+      m->exp_avg[i] = b.alloc(numel * m->state_elem_bytes, alloc_tag::optimizer_state);
+      m->exp_avg_sq[i] = b.alloc(numel * m->state_elem_bytes, alloc_tag::optimizer_state);
+    }
+    bytes += static_cast<double>(numel * (6 * m->state_elem_bytes + 3 * m->desc.bytes_per_param));
+  }
+  std::vector<alloc_id> grads32;
+  for (const auto& [m, i] : group) {  // master.grad = param.grad.float()
+    if (m->master) grads32.push_back(b.alloc(m->layout.params[i].numel * 4, alloc_tag::gradient));
+  }
+  std::vector<alloc_id> sqrt_list;  // torch._foreach_sqrt(exp_avg_sqs)
+  for (const auto& [m, i] : group) {
+    sqrt_list.push_back(b.alloc(m->layout.params[i].numel * m->state_elem_bytes, alloc_tag::activation));
+  }
+  b.advance_ns(ctx.cost.op_ns(0, bytes));
+  for (alloc_id id : sqrt_list) b.release(id);
+  for (alloc_id id : grads32) b.release(id);  // after master -> param copies
+}
+
+void foreach_adamw(synth_context& ctx, model_state& m) {
   for (bool decay : {true, false}) {
-    std::vector<std::size_t> group;
+    param_group group;
     for (std::size_t i = 0; i < m.layout.params.size(); ++i) {
-      if (m.layout.params[i].decay == decay && m.grads[i] != 0) group.push_back(i);
+      if (m.layout.params[i].decay == decay && m.grads[i] != 0) group.emplace_back(&m, i);
     }
-    double bytes = 0;
-    for (std::size_t i : group) {  // _init_group
-      const std::size_t numel = m.layout.params[i].numel;
-      if (m.exp_avg[i] == 0) {
-        m.exp_avg[i] = b.alloc(numel * m.state_elem_bytes, alloc_tag::optimizer_state);
-        m.exp_avg_sq[i] = b.alloc(numel * m.state_elem_bytes, alloc_tag::optimizer_state);
-      }
-      bytes += static_cast<double>(numel * (6 * m.state_elem_bytes + 3 * m.desc.bytes_per_param));
-    }
-    std::vector<alloc_id> grads32;
-    if (m.master) {  // master.grad = param.grad.float()
-      for (std::size_t i : group) grads32.push_back(b.alloc(m.layout.params[i].numel * 4, alloc_tag::gradient));
-    }
-    std::vector<alloc_id> sqrt_list;  // torch._foreach_sqrt(exp_avg_sqs)
-    for (std::size_t i : group) {
-      sqrt_list.push_back(b.alloc(m.layout.params[i].numel * m.state_elem_bytes, alloc_tag::activation));
-    }
-    b.advance_ns(ctx.cost.op_ns(0, bytes));
-    for (alloc_id id : sqrt_list) b.release(id);
-    for (alloc_id id : grads32) b.release(id);  // after master -> param copies
+    foreach_adamw_group(ctx, group);
+  }
+}
+
+void zero_grad(synth_context& ctx, model_state& m) {  // zero_grad(set_to_none=True)
+  for (alloc_id& grad : m.grads) {
+    ctx.builder.release(grad);
+    grad = 0;
   }
 }
 
@@ -110,10 +126,18 @@ void run_optimizer_step(synth_context& ctx, model_state& m) {
   } else {
     foreach_adamw(ctx, m);
   }
-  for (alloc_id& grad : m.grads) {  // zero_grad(set_to_none=True)
-    ctx.builder.release(grad);
-    grad = 0;
+  zero_grad(ctx, m);
+}
+
+void run_shared_optimizer_step(synth_context& ctx, const std::vector<model_state*>& models) {
+  param_group group;
+  for (model_state* m : models) {
+    for (std::size_t i = 0; i < m->layout.params.size(); ++i) {
+      if (m->grads[i] != 0) group.emplace_back(m, i);
+    }
   }
+  foreach_adamw_group(ctx, group);
+  for (model_state* m : models) zero_grad(ctx, *m);
 }
 
 }  // namespace phasealloc::detail::synth

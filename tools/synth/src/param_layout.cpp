@@ -51,7 +51,9 @@ void llama_layout(const model_desc& d, param_layout& out, layout_writer& w) {
 
 void opt_layout(const model_desc& d, param_layout& out, layout_writer& w) {
   out.embed = w.add(d.vocab * d.hidden, true);
-  out.positions = w.add((d.max_positions + 2) * d.hidden, true);  // OPTLearnedPositionalEmbedding offset 2
+  // OPTLearnedPositionalEmbedding keeps 2 rows more than max_positions; GPT-2's wpe does not.
+  const std::size_t position_rows = d.family == model_family::opt ? d.max_positions + 2 : d.max_positions;
+  out.positions = w.add(position_rows * d.hidden, true);
   out.final_norm = w.norm(d.hidden, true);
   for (std::size_t i = 0; i < d.layers; ++i) {
     layer_params l;
@@ -86,7 +88,7 @@ param_layout make_layout(const model_desc& desc, model_role role) {
   } else {
     opt_layout(desc, out, w);
   }
-  if (out.lm_head && desc.family == model_family::opt) {
+  if (out.lm_head && desc.family != model_family::llama) {
     out.tied_head = true;
     out.head = {out.embed, no_param, desc.hidden, desc.vocab};
   } else if (out.lm_head) {

@@ -1,5 +1,8 @@
 #include "phasealloc/synth/presets.hpp"
 
+#include <string>
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace phasealloc {
@@ -28,6 +31,16 @@ model_desc llama(std::size_t layers, std::size_t hidden, std::size_t heads, std:
   d.ffn_hidden = ffn;
   d.vocab = 32000;
   d.max_positions = 4096;
+  return d;
+}
+
+// GPT-2 as Hugging Face builds it from GPT2Config(n_layer, n_embd, n_head): ffn 4 x hidden,
+// vocab 50257, 1024 positions, NewGELU.
+model_desc gpt2(std::size_t layers, std::size_t hidden, std::size_t heads) {
+  model_desc d = opt(layers, hidden, heads, 4 * hidden);
+  d.family = model_family::gpt2;
+  d.vocab = 50257;
+  d.max_positions = 1024;
   return d;
 }
 
@@ -94,6 +107,41 @@ rlhf_job ppo_7b() {
   return j;
 }
 
+// The jobs of bench/gpu/rlhf_job.py (tools/data/real): one model size for all four roles, bf16
+// without fp32 masters, 8 prompts of 128 tokens and 128 new ones, two minibatches per step each
+// in one forward / backward, SDPA attention, log-probs of the response positions taken straight
+// from the call's .logits, both losses through one backward, one AdamW over actor and critic.
+// GRPO: 4 answers per prompt (32 rows), no critic.
+rlhf_job rlhf_job_py(std::string name, const model_desc& model, bool grpo, std::size_t steps) {
+  rlhf_job j;
+  j.name = std::move(name);
+  j.actor = j.critic = j.reference = j.reward = model;
+  j.batch = grpo ? 32 : 8;
+  j.prompt_len = 128;
+  j.gen_len = 128;
+  j.iterations = steps;
+  j.ppo_epochs = 1;
+  j.mini_batch = j.batch / 2;
+  j.micro_batch = j.batch / 2;
+  j.inference_micro_batch = j.batch;
+  j.master_weights = false;
+  j.flash_attention = true;
+  j.response_logprobs = true;
+  j.joint_backward = true;
+  j.shared_optimizer = true;
+  j.keep_model_output = false;
+  j.with_critic = !grpo;
+  return j;
+}
+
+const model_desc gpt2_small = gpt2(12, 768, 12);
+const model_desc gpt2_1_3b = gpt2(24, 2048, 16);
+
+rlhf_job ppo_gpt2_small() { return rlhf_job_py("ppo-gpt2-small", gpt2_small, false, 4); }
+rlhf_job ppo_gpt2_1_3b() { return rlhf_job_py("ppo-gpt2-1.3b", gpt2_1_3b, false, 3); }
+rlhf_job grpo_gpt2_small() { return rlhf_job_py("grpo-gpt2-small", gpt2_small, true, 4); }
+rlhf_job grpo_gpt2_1_3b() { return rlhf_job_py("grpo-gpt2-1.3b", gpt2_1_3b, true, 3); }
+
 struct named_preset {
   std::string_view name;
   rlhf_job (*make)();
@@ -104,6 +152,10 @@ constexpr named_preset presets[] = {
     {"ppo-1.3b", ppo_1_3b},
     {"ppo-1.3b-offload", ppo_1_3b_offload},
     {"ppo-7b", ppo_7b},
+    {"ppo-gpt2-small", ppo_gpt2_small},
+    {"ppo-gpt2-1.3b", ppo_gpt2_1_3b},
+    {"grpo-gpt2-small", grpo_gpt2_small},
+    {"grpo-gpt2-1.3b", grpo_gpt2_1_3b},
 };
 
 }  // namespace

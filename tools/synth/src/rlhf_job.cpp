@@ -95,8 +95,10 @@ std::string check_model(const rlhf_job& job, model_role role) {
     return fmt::format("{}.heads: head_dim {} must be even for rotary embeddings", who, d.head_dim());
   }
   if (std::string problem = check_tensor_sizes(job, d, who); !problem.empty()) return problem;
-  if (d.family == model_family::opt) {
-    if (d.kv_heads != d.heads) return fmt::format("{}.kv_heads: opt models have kv_heads == heads", who);
+  if (d.family != model_family::llama) {
+    if (d.kv_heads != d.heads) {
+      return fmt::format("{}.kv_heads: {} models have kv_heads == heads", who, to_string(d.family));
+    }
     if (job.prompt_len + job.gen_len > d.max_positions) {
       return fmt::format("{}.max_positions: {} is shorter than prompt_len + gen_len = {}", who, d.max_positions,
                          job.prompt_len + job.gen_len);

@@ -51,5 +51,7 @@ void run_inference(synth_context& ctx, const iteration_shape& shape);
 void run_training(synth_context& ctx, const iteration_shape& shape);
 /// optimizer.step() then optimizer.zero_grad(set_to_none=True) for one trained model.
 void run_optimizer_step(synth_context& ctx, model_state& m);
+/// One AdamW step over several models' parameters in one group (rlhf_job::shared_optimizer).
+void run_shared_optimizer_step(synth_context& ctx, const std::vector<model_state*>& models);
 
 }  // namespace phasealloc::detail::synth

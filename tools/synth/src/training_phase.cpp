@@ -7,6 +7,7 @@
 // Python keeps `logits` / `values` / `loss` alive until the step returns, so they outlive the
 // backward. Gradients accumulate over the mini-batch's micro-steps.
 #include <utility>
+#include <vector>
 
 #include "model_forward.hpp"
 #include "ops.hpp"
@@ -57,12 +58,17 @@ forward_request training_request(const rlhf_job& job, const micro_batch& mb, hea
   return r;
 }
 
-// DeepSpeed-Chat's actor_loss_fn on gather_log_probs(logits[:, :-1], seq[:, 1:]).
-void actor_step(synth_context& ctx, const micro_batch& mb) {
-  model_state& actor = ctx.model(model_role::actor);
-  graph g(ctx.builder, ctx.cost, /*grad_enabled=*/true, actor.grad_slots());
+// DeepSpeed-Chat's actor_loss_fn on gather_log_probs(logits[:, :-1], seq[:, 1:]); with
+// response_logprobs, TRL's log_softmax of the response positions' logits only.
+struct actor_loss {
+  tensor logits, logprobs, loss;
+};
+
+actor_loss actor_forward(graph& g, synth_context& ctx, const micro_batch& mb) {
+  const model_state& actor = ctx.model(model_role::actor);
   const std::size_t u = mb.sequences;
-  const std::size_t vocab_n = u * (mb.len - 1) * actor.desc.vocab;
+  const std::size_t positions = ctx.job.response_logprobs ? mb.response : mb.len - 1;
+  const std::size_t vocab_n = u * positions * actor.desc.vocab;
   const std::size_t r = u * mb.response;
   tensor logits = model_forward(g, actor, training_request(ctx.job, mb, head_output::all_logits));
   tensor upcast = pointwise(g, {logits}, {}, vocab_n, 4, false, alloc_tag::logits);
@@ -70,7 +76,7 @@ void actor_step(synth_context& ctx, const micro_batch& mb) {
   g.drop(upcast);
   op_desc gather_op;  // gather's backward scatters into a zero tensor of the input's size
   gather_op.inputs = {lsm};
-  gather_op.out_numel = u * (mb.len - 1);
+  gather_op.out_numel = u * positions;
   gather_op.out_elem_bytes = 4;
   gather_op.grad_tag = alloc_tag::logits;
   tensor logprobs = g.run(gather_op);
@@ -91,10 +97,15 @@ void actor_step(synth_context& ctx, const micro_batch& mb) {
   g.drop(worst);
   tensor loss = pointwise(g, {masked}, {}, 1, 4);                         // sum / mask.sum()
   g.drop(masked);
-  g.backward(loss);
-  g.drop(loss);
-  g.drop(logprobs);
-  g.drop(logits);
+  return {logits, logprobs, loss};
+}
+
+// loss.backward(), then Python lets go of the step's tensors.
+void actor_backward(graph& g, actor_loss& a) {
+  g.backward(a.loss);
+  g.drop(a.loss);
+  g.drop(a.logprobs);
+  g.drop(a.logits);
 }
 
 // DeepSpeed-Chat's critic_loss_fn on forward_value(...)[:, :-1].
@@ -134,13 +145,27 @@ void run_training(synth_context& ctx, const iteration_shape& shape) {
       for (std::size_t micro = 0; micro < mini; micro += job.micro_batch) {
         graph g(ctx.builder, ctx.cost, /*grad_enabled=*/false);
         micro_batch mb = gather(g, shape, job.micro_batch);
-        actor_step(ctx, mb);
-        critic_step(ctx, mb);
+        graph actor_graph(ctx.builder, ctx.cost, /*grad_enabled=*/true, ctx.model(model_role::actor).grad_slots());
+        actor_loss a = actor_forward(actor_graph, ctx, mb);
+        if (!job.with_critic) {
+          actor_backward(actor_graph, a);
+        } else if (job.joint_backward) {
+          critic_step(ctx, mb);  // the critic's forward, then its half of the one backward
+          actor_backward(actor_graph, a);
+        } else {
+          actor_backward(actor_graph, a);
+          critic_step(ctx, mb);
+        }
         release(g, mb);
       }
       enter_phase(ctx, rlhf_phase::optimizer);
-      run_optimizer_step(ctx, ctx.model(model_role::actor));
-      run_optimizer_step(ctx, ctx.model(model_role::critic));
+      std::vector<model_state*> trained{&ctx.model(model_role::actor)};
+      if (job.with_critic) trained.push_back(&ctx.model(model_role::critic));
+      if (job.shared_optimizer && !job.offload_optimizer) {
+        run_shared_optimizer_step(ctx, trained);
+      } else {
+        for (model_state* m : trained) run_optimizer_step(ctx, *m);
+      }
     }
   }
 }

@@ -5,7 +5,8 @@
 //   batch, generation_batch, prompt_len, gen_len, iterations, ppo_epochs, mini_batch,
 //   micro_batch, inference_micro_batch, seed, max_events          (non-negative integers)
 //   gradient_checkpointing, flash_attention, master_weights, offload_optimizer,
-//   offload_params, empty_cache_at_phases                          (true / false)
+//   offload_params, empty_cache_at_phases, response_logprobs,
+//   joint_backward, shared_optimizer, with_critic, keep_model_output                         (true / false)
 //   offload_chunk_bytes, device_capacity                           (byte sizes: 64MiB, 80GiB)
 //   <model>.<field> for model in actor, critic, reference, reward and field in layers, hidden,
 //   heads, kv_heads, ffn_hidden, vocab, max_positions, bytes_per_param (integers) or family

@@ -5,7 +5,10 @@
 //   RLHF recipes use on one GPU: `llama` (RMSNorm computed in fp32, rotary positions, SwiGLU
 //   MLP, no biases, untied head: Llama / Mistral / Qwen-style) and `opt` (fused LayerNorm,
 //   learned positions, ReLU MLP, biases everywhere, tied head: OPT / GPT-2-style, what
-//   DeepSpeed-Chat's recipes use). The family decides the parameter list and the per-op
+//   DeepSpeed-Chat's recipes use). `gpt2` is opt's layout with GPT-2's MLP activation, HF's
+//   NewGELUActivation: a Python tanh formula of seven elementwise ops, four of whose ffn-wide
+//   results autograd keeps for backward where ReLU keeps one (on GPT-2 small at 4 x 256 tokens
+//   that is ~290 MiB more per trained model). The family decides the parameter list and the per-op
 //   intermediates; the dimensions below decide every size.
 // Limitations: no mixture-of-experts, no encoder-decoder, no sliding-window attention; OPT-350m's
 //   512-wide projections and post-LayerNorm are not modelled (its sizes differ by a few percent).
@@ -17,7 +20,7 @@
 
 namespace phasealloc {
 
-enum class model_family { llama, opt };
+enum class model_family { llama, opt, gpt2 };
 
 std::string_view to_string(model_family family) noexcept;
 std::optional<model_family> parse_model_family(std::string_view name) noexcept;
@@ -30,7 +33,7 @@ struct model_desc {
   std::size_t kv_heads = 0;         ///< == heads for multi-head attention, fewer for GQA.
   std::size_t ffn_hidden = 0;
   std::size_t vocab = 0;
-  std::size_t max_positions = 2048; ///< Learned position-embedding rows (opt only).
+  std::size_t max_positions = 2048; ///< Learned position-embedding rows (opt: 2 more; gpt2).
   std::size_t bytes_per_param = 2;  ///< 2 for bf16 / fp16, 4 for fp32; also the activation dtype.
 
   std::size_t head_dim() const noexcept { return heads == 0 ? 0 : hidden / heads; }

@@ -48,6 +48,27 @@ struct rlhf_job {
   bool offload_optimizer = false;         ///< AdamW states + masters on CPU, streamed through GPU chunks.
   bool offload_params = false;            ///< Reference / reward weights on CPU, streamed per layer.
   bool empty_cache_at_phases = false;     ///< The job calls torch.cuda.empty_cache() at every phase change.
+  /// Log-probs from the response positions' logits only (TRL: logits[:, context - 1 : -1] before
+  /// log_softmax), instead of every position's (DeepSpeed-Chat: logits[:, :-1], then sliced).
+  bool response_logprobs = false;
+  /// The actor's and the critic's losses are summed and go through one backward (TRL, and the
+  /// usual hand-written loop), so both forwards' activations are alive at once; autograd then
+  /// runs the critic's (later-built) graph first. Otherwise each model steps on its own
+  /// (DeepSpeed-Chat, OpenRLHF).
+  bool joint_backward = false;
+  /// One AdamW over the actor's and the critic's parameters in one group, without gradient
+  /// clipping (`AdamW(actor_params + critic_params)` in a hand-written loop): its foreach step
+  /// allocates the sqrt list of both models' states at once. Otherwise each model has its own
+  /// AdamW with decay / no-decay groups after clip_grad_norm_ (DeepSpeed-Chat, OpenRLHF).
+  bool shared_optimizer = false;
+  /// false: no value model (GRPO, RLOO, ReMax): the critic is neither loaded, nor scored, nor
+  /// trained; advantages come from the rewards alone.
+  bool with_critic = true;
+  /// true: scoring keeps the forward's output object (`output = model(...)`, then
+  /// output.logits), so the DynamicCache HF returns with the logits lives until the log-probs
+  /// are taken (DeepSpeed-Chat, TRL). false: `.logits` is taken from the call itself and the
+  /// cache dies before the log-probs (a hand-written one-liner).
+  bool keep_model_output = true;
   std::size_t offload_chunk_bytes = std::size_t{64} << 20;  ///< fp32 bytes per optimizer chunk buffer.
 
   std::size_t device_capacity_bytes = std::size_t{80} << 30;  ///< Recorded in the trace metadata.
