@@ -4,8 +4,7 @@
 For each trace in tools/data/real, the synth job of the same model shape is replayed beside it
 under the `pytorch` policy; the table gives peak allocated bytes over the whole trace and per
 phase, real against synth. A preset is "within" when every one of those is within 5% of the real
-trace. Traces whose job the synthesizer cannot express yet (LoRA adapters, whole-model or
-whole-state offload) are compared with the closest job it can, and say why they differ.
+trace (`unphased` is setup: loading the models). Traces whose job the synthesizer cannot express yet (LoRA adapters) are compared with the closest job it can, and say why they differ.
 
     bench/synth_vs_real.py PHASEALLOC [--readme tools/data/real/README.md] [--check]
 
@@ -33,14 +32,8 @@ JOBS = {
     "ppo-gpt2-1.3b": ("ppo-gpt2-1.3b", True, ""),
     "grpo-gpt2-small": ("grpo-gpt2-small", True, ""),
     "grpo-gpt2-1.3b": ("grpo-gpt2-1.3b", True, ""),
-    "ppo-gpt2-1.3b-offload-reference": (
-        "ppo-gpt2-1.3b", False,
-        "the job moves the whole reference model to the GPU for its forward and back "
-        "(reference.to(device)); synth's offload_params streams reference and reward per layer"),
-    "ppo-gpt2-small-offload-optimizer": (
-        "ppo-gpt2-small", False,
-        "the job moves all of AdamW's states to the GPU around each step; synth's "
-        "offload_optimizer streams fp32 chunks through GPU buffers (ZeRO-Offload)"),
+    "ppo-gpt2-1.3b-offload-reference": ("ppo-gpt2-1.3b-offload-reference", True, ""),
+    "ppo-gpt2-small-offload-optimizer": ("ppo-gpt2-small-offload-optimizer", True, ""),
     "ppo-gpt2-small-lora": (
         "ppo-gpt2-small", False,
         "PEFT LoRA adapters (frozen base, adapter grads and states only, the actor's base "
@@ -90,12 +83,12 @@ def compare(phasealloc):
 
 
 def render(rows):
-    lines = ["| trace | synth job | peak allocated real / synth (GiB) | " + " | ".join(PHASES[1:]) +
+    lines = ["| trace | synth job | peak allocated real / synth (GiB) | " + " | ".join(PHASES) +
              " | worst | verdict |",
-             "|---|---|---:|" + "---:|" * (len(PHASES) - 1) + "---:|---|"]
+             "|---|---|---:|" + "---:|" * len(PHASES) + "---:|---|"]
     for r in rows:
         cells = []
-        for p in PHASES[1:]:
+        for p in PHASES:
             cells.append(f"{delta(r['real'][p], r['synth'].get(p, 0)):+.1%}" if p in r["real"] else "-")
         if r["same_shape"]:
             verdict = "within 5%" if r["worst"] <= TOLERANCE else "**off by more than 5%**"

@@ -513,8 +513,61 @@ TEST(SynthKnobTest, WithoutACriticNothingOfItIsAllocated) {
   EXPECT_LT(phase_peak(without, "optimizer"), phase_peak(with, "optimizer"));
 }
 
+TEST(SynthKnobTest, OffloadedReferenceMovesInWholeForItsForwardOnly) {
+  const std::string job(knob_job);
+  const rlhf_job j = job_of(job);
+  const std::uint64_t reference_bytes = parameter_count(j.reference, model_role::reference) * 2;
+  const trace resident = synth(job);
+  const trace offloaded = synth(job + ",offload_reference:true");
+  // Setup still builds it on the GPU (then moves it out); generation runs without it.
+  EXPECT_EQ(phase_peak(offloaded, ""), phase_peak(resident, ""));
+  EXPECT_EQ(phase_peak(offloaded, "generation") + reference_bytes, phase_peak(resident, "generation"));
+  // Inference moves it in for its forward: its embedding table is allocated there, once per
+  // scoring micro-batch (one here), and never in the resident job.
+  const auto embedding_allocs = [](const trace& t) {
+    std::size_t n = 0;
+    std::string phase;
+    for (const trace_event& e : t.events) {
+      if (e.op == trace_event_op::phase) phase = t.strings[e.name];
+      if (e.op == trace_event_op::alloc && phase == "inference" && e.bytes == 50272u * 768 * 2) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(embedding_allocs(resident), 0u);
+  EXPECT_EQ(embedding_allocs(offloaded), 1u);
+  EXPECT_LE(phase_peak(offloaded, "inference"), phase_peak(resident, "inference"));
+  EXPECT_THAT(parse_job(job + ",offload_reference:true,offload_params:true").error(), HasSubstr("offload_reference"));
+}
+
+TEST(SynthKnobTest, OptimizerStatesOnHostLeaveTheGpuBetweenSteps) {
+  std::string job(knob_job);
+  job.replace(job.find("iterations:1"), 12, "iterations:2");
+  const rlhf_job j = job_of(job);
+  const std::uint64_t states = 2 * 2 * (parameter_count(j.actor, model_role::actor) +
+                                        parameter_count(j.critic, model_role::critic));
+  const trace resident = synth(job);
+  const trace on_host = synth(job + ",optimizer_states_on_host:true");
+  // Live bytes as the second iteration's generation begins: the states are on the host.
+  const auto live_at_second_generation = [](const trace& t) {
+    std::map<std::uint64_t, std::uint64_t> live;
+    std::uint64_t now = 0;
+    int seen = 0;
+    for (const trace_event& e : t.events) {
+      if (e.op == trace_event_op::phase && t.strings[e.name] == "generation" && ++seen == 2) return now;
+      if (e.op == trace_event_op::alloc) now += live[e.alloc_id] = e.bytes;
+      if (e.op == trace_event_op::free) now -= live[e.alloc_id];
+    }
+    return std::uint64_t{0};
+  };
+  EXPECT_EQ(live_at_second_generation(on_host) + states, live_at_second_generation(resident));
+  EXPECT_EQ(phase_peak(on_host, "optimizer"), phase_peak(resident, "optimizer"));
+  EXPECT_THAT(parse_job(job + ",optimizer_states_on_host:true,offload_optimizer:true").error(),
+              HasSubstr("optimizer_states_on_host"));
+}
+
 TEST(SynthKnobTest, RlhfJobPresetsRoundTripTheirKnobs) {
-  for (std::string_view name : {"ppo-gpt2-small", "ppo-gpt2-1.3b", "grpo-gpt2-small", "grpo-gpt2-1.3b"}) {
+  for (std::string_view name : {"ppo-gpt2-small", "ppo-gpt2-1.3b", "grpo-gpt2-small", "grpo-gpt2-1.3b",
+                                "ppo-gpt2-1.3b-offload-reference", "ppo-gpt2-small-offload-optimizer"}) {
     const rlhf_job p = preset(name).value();
     EXPECT_EQ(p.actor.family, model_family::gpt2) << name;
     EXPECT_TRUE(p.response_logprobs && p.joint_backward && p.shared_optimizer && !p.keep_model_output) << name;

@@ -41,8 +41,9 @@ void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, s
                        score_parts& parts) {
   const std::size_t positions = ctx.job.response_logprobs ? response : len - 1;
   for (model_role role : {model_role::actor, model_role::reference, model_role::critic, model_role::reward}) {
-    const model_state& m = ctx.model(role);
+    model_state& m = ctx.model(role);
     if (!m.present) continue;
+    if (m.host_resident) params_to_device(ctx.builder, ctx.cost, m);  // reference.to("cuda")
     graph g(ctx.builder, ctx.cost, /*grad_enabled=*/false);
     forward_request r;
     r.batch = micro;
@@ -60,6 +61,7 @@ void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, s
           g.drop(slot.v);
         }
       }
+      if (m.host_resident) params_to_host(ctx.builder, ctx.cost, m);  // reference.to("cpu"); the logits live on
       tensor lp = log_probs(g, out, micro, positions, m.desc.vocab);
       (role == model_role::actor ? parts.logprobs : parts.ref_logprobs).push_back(lp);
       g.drop(out);  // the output object dies: logits, then past_key_values

@@ -52,6 +52,8 @@ void visit_job_fields(Job& j, Sizes&& size, Flags&& flag, Bytes&& bytes) {
   flag("shared_optimizer", j.shared_optimizer);
   flag("with_critic", j.with_critic);
   flag("keep_model_output", j.keep_model_output);
+  flag("offload_reference", j.offload_reference);
+  flag("optimizer_states_on_host", j.optimizer_states_on_host);
   bytes("offload_chunk_bytes", j.offload_chunk_bytes);
   bytes("device_capacity", j.device_capacity_bytes);
 }

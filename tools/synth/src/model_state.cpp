@@ -11,6 +11,7 @@ model_state make_model(const rlhf_job& job, model_role role) {
   m.present = role != model_role::critic || job.with_critic;
   m.trained = m.present && (role == model_role::actor || role == model_role::critic);
   m.offloaded = job.offload_params && (role == model_role::reference || role == model_role::reward);
+  m.host_resident = job.offload_reference && role == model_role::reference;
   m.master = m.trained && job.master_weights && !job.offload_optimizer && m.desc.bytes_per_param < 4;
   m.state_elem_bytes = m.master || job.offload_optimizer ? 4 : m.desc.bytes_per_param;
   const std::size_t n = m.layout.params.size();
@@ -33,18 +34,64 @@ model_set make_models(const rlhf_job& job) {
           make_model(job, model_role::reference), make_model(job, model_role::reward)};
 }
 
+void params_to_device(trace_builder& builder, const cost_model& cost, model_state& m) {
+  const bool buffer_after_norm = m.layout.buffer_bytes > 0;
+  for (std::size_t i = 0; i < m.params.size(); ++i) {
+    m.params[i] = builder.alloc(m.param_bytes[i], alloc_tag::parameter);
+    builder.advance_ns(cost.copy_ns(static_cast<double>(m.param_bytes[i])));
+    if (buffer_after_norm && i == m.layout.final_norm.weight) {
+      m.buffers = builder.alloc(m.layout.buffer_bytes, alloc_tag::parameter);
+    }
+  }
+}
+
+void params_to_host(trace_builder& builder, const cost_model& cost, model_state& m) {
+  const bool buffer_after_norm = m.layout.buffer_bytes > 0;
+  for (std::size_t i = 0; i < m.params.size(); ++i) {
+    builder.advance_ns(cost.copy_ns(static_cast<double>(m.param_bytes[i])));
+    builder.release(m.params[i]);
+    m.params[i] = 0;
+    if (buffer_after_norm && i == m.layout.final_norm.weight) {
+      builder.release(m.buffers);
+      m.buffers = 0;
+    }
+  }
+}
+
+void states_to_device(trace_builder& builder, const cost_model& cost, model_state& m) {
+  if (!m.states_on_host) return;
+  for (std::size_t i = 0; i < m.exp_avg.size(); ++i) {
+    if (m.grads[i] == 0) continue;  // a parameter that never stepped has no state
+    const std::size_t bytes = m.layout.params[i].numel * m.state_elem_bytes;
+    m.exp_avg[i] = builder.alloc(bytes, alloc_tag::optimizer_state);
+    m.exp_avg_sq[i] = builder.alloc(bytes, alloc_tag::optimizer_state);
+    builder.advance_ns(cost.copy_ns(2.0 * static_cast<double>(bytes)));
+  }
+  m.states_on_host = false;
+}
+
+void states_to_host(trace_builder& builder, const cost_model& cost, model_state& m) {
+  for (std::size_t i = 0; i < m.exp_avg.size(); ++i) {
+    if (m.exp_avg[i] == 0) continue;
+    const std::size_t bytes = m.layout.params[i].numel * m.state_elem_bytes;
+    builder.advance_ns(cost.copy_ns(2.0 * static_cast<double>(bytes)));
+    builder.release(m.exp_avg[i]);
+    builder.release(m.exp_avg_sq[i]);
+    m.exp_avg[i] = 0;
+    m.exp_avg_sq[i] = 0;
+  }
+  m.states_on_host = true;
+}
+
 void load_models(trace_builder& builder, const cost_model& cost, model_set& models) {
   for (model_role role : {model_role::actor, model_role::reference, model_role::critic, model_role::reward}) {
     model_state& m = model_for(models, role);
-    if (!m.present || m.offloaded) continue;  // offloaded: stays in (pinned) host memory, streamed per forward
-    const bool buffer_after_norm = m.layout.buffer_bytes > 0;
-    for (std::size_t i = 0; i < m.params.size(); ++i) {
-      m.params[i] = builder.alloc(m.param_bytes[i], alloc_tag::parameter);
-      builder.advance_ns(cost.copy_ns(static_cast<double>(m.param_bytes[i])));
-      if (buffer_after_norm && i == m.layout.final_norm.weight) {
-        m.buffers = builder.alloc(m.layout.buffer_bytes, alloc_tag::parameter);
-      }
-    }
+    if (!m.present || m.offloaded) continue;  // offloaded: streamed per forward
+    params_to_device(builder, cost, m);
+  }
+  // A host-resident model is built where the others are, then moved out: model.to("cpu").
+  for (model_state& m : models) {
+    if (m.present && m.host_resident) params_to_host(builder, cost, m);
   }
   for (model_role role : {model_role::actor, model_role::critic}) {
     model_state& m = model_for(models, role);

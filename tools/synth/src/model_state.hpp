@@ -20,6 +20,8 @@ struct model_state {
   bool trained = false;     ///< actor and critic.
   bool present = true;      ///< false: the job has no such model (a critic with with_critic:false).
   bool offloaded = false;   ///< Weights live on the CPU and are streamed per layer (offload_params).
+  bool host_resident = false;  ///< Weights live on the CPU and move in whole per use (offload_reference).
+  bool states_on_host = false; ///< AdamW's states were moved to the CPU (optimizer_states_on_host).
   bool master = false;      ///< fp32 master weights on the GPU.
   std::size_t state_elem_bytes = 4;  ///< AdamW state dtype: fp32 with masters, else the param dtype.
 
@@ -44,7 +46,18 @@ model_set make_models(const rlhf_job& job);
 
 /// Setup, before the first iteration: from_pretrained(...).to("cuda") of the resident models,
 /// tensor by tensor (actor, reference, critic, reward, as TRL / DeepSpeed-Chat construct them),
-/// then the optimizers' fp32 master copies of the trained ones.
+/// then the optimizers' fp32 master copies of the trained ones. A host-resident model
+/// (offload_reference) is loaded with the others and then moved to the host.
 void load_models(trace_builder& builder, const cost_model& cost, model_set& models);
+
+/// model.to("cuda") of a host-resident model: one allocation per parameter, in layout order.
+void params_to_device(trace_builder& builder, const cost_model& cost, model_state& m);
+/// model.to("cpu"): every parameter's GPU copy freed, in layout order.
+void params_to_host(trace_builder& builder, const cost_model& cost, model_state& m);
+/// Every AdamW state tensor .to("cuda") (exp_avg, then exp_avg_sq, parameter by parameter) when
+/// they are on the host; nothing before the first step created them.
+void states_to_device(trace_builder& builder, const cost_model& cost, model_state& m);
+/// Every AdamW state tensor .to("cpu"), in the same order.
+void states_to_host(trace_builder& builder, const cost_model& cost, model_state& m);
 
 }  // namespace phasealloc::detail::synth

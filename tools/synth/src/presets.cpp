@@ -111,7 +111,8 @@ rlhf_job ppo_7b() {
 // without fp32 masters, 8 prompts of 128 tokens and 128 new ones, two minibatches per step each
 // in one forward / backward, SDPA attention, log-probs of the response positions taken straight
 // from the call's .logits, both losses through one backward, one AdamW over actor and critic.
-// GRPO: 4 answers per prompt (32 rows), no critic.
+// GRPO: 4 answers per prompt (32 rows), no critic. The offload variants move the reference
+// model, or AdamW's states, between host and GPU whole, as the job's --offload does.
 rlhf_job rlhf_job_py(std::string name, const model_desc& model, bool grpo, std::size_t steps) {
   rlhf_job j;
   j.name = std::move(name);
@@ -141,6 +142,16 @@ rlhf_job ppo_gpt2_small() { return rlhf_job_py("ppo-gpt2-small", gpt2_small, fal
 rlhf_job ppo_gpt2_1_3b() { return rlhf_job_py("ppo-gpt2-1.3b", gpt2_1_3b, false, 3); }
 rlhf_job grpo_gpt2_small() { return rlhf_job_py("grpo-gpt2-small", gpt2_small, true, 4); }
 rlhf_job grpo_gpt2_1_3b() { return rlhf_job_py("grpo-gpt2-1.3b", gpt2_1_3b, true, 3); }
+rlhf_job ppo_gpt2_1_3b_offload_reference() {
+  rlhf_job j = rlhf_job_py("ppo-gpt2-1.3b-offload-reference", gpt2_1_3b, false, 3);
+  j.offload_reference = true;
+  return j;
+}
+rlhf_job ppo_gpt2_small_offload_optimizer() {
+  rlhf_job j = rlhf_job_py("ppo-gpt2-small-offload-optimizer", gpt2_small, false, 4);
+  j.optimizer_states_on_host = true;
+  return j;
+}
 
 struct named_preset {
   std::string_view name;
@@ -156,6 +167,8 @@ constexpr named_preset presets[] = {
     {"ppo-gpt2-1.3b", ppo_gpt2_1_3b},
     {"grpo-gpt2-small", grpo_gpt2_small},
     {"grpo-gpt2-1.3b", grpo_gpt2_1_3b},
+    {"ppo-gpt2-1.3b-offload-reference", ppo_gpt2_1_3b_offload_reference},
+    {"ppo-gpt2-small-offload-optimizer", ppo_gpt2_small_offload_optimizer},
 };
 
 }  // namespace

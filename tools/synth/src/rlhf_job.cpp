@@ -153,6 +153,12 @@ result<std::monostate, std::string> validate_job(const rlhf_job& job) {
   if (job.offload_chunk_bytes < 4096) {
     return fmt::format("offload_chunk_bytes: {} is below 4096", job.offload_chunk_bytes);
   }
+  if (job.offload_reference && job.offload_params) {
+    return std::string("offload_reference: the reference is already streamed per layer by offload_params; choose one");
+  }
+  if (job.optimizer_states_on_host && job.offload_optimizer) {
+    return std::string("optimizer_states_on_host: the states already live on the host in chunks with offload_optimizer; choose one");
+  }
   for (model_role role : {model_role::actor, model_role::critic, model_role::reference, model_role::reward}) {
     if (std::string problem = check_model(job, role); !problem.empty()) return problem;
   }

@@ -158,13 +158,19 @@ void run_training(synth_context& ctx, const iteration_shape& shape) {
         }
         release(g, mb);
       }
-      enter_phase(ctx, rlhf_phase::optimizer);
       std::vector<model_state*> trained{&ctx.model(model_role::actor)};
       if (job.with_critic) trained.push_back(&ctx.model(model_role::critic));
+      if (job.optimizer_states_on_host) {  // user code before optimizer.step(), where the phase begins
+        for (model_state* m : trained) states_to_device(ctx.builder, ctx.cost, *m);
+      }
+      enter_phase(ctx, rlhf_phase::optimizer);
       if (job.shared_optimizer && !job.offload_optimizer) {
         run_shared_optimizer_step(ctx, trained);
       } else {
         for (model_state* m : trained) run_optimizer_step(ctx, *m);
+      }
+      if (job.optimizer_states_on_host) {
+        for (model_state* m : trained) states_to_host(ctx.builder, ctx.cost, *m);
       }
     }
   }

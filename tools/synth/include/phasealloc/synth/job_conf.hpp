@@ -6,7 +6,8 @@
 //   micro_batch, inference_micro_batch, seed, max_events          (non-negative integers)
 //   gradient_checkpointing, flash_attention, master_weights, offload_optimizer,
 //   offload_params, empty_cache_at_phases, response_logprobs,
-//   joint_backward, shared_optimizer, with_critic, keep_model_output                         (true / false)
+//   joint_backward, shared_optimizer, with_critic, keep_model_output, offload_reference,
+//   optimizer_states_on_host                         (true / false)
 //   offload_chunk_bytes, device_capacity                           (byte sizes: 64MiB, 80GiB)
 //   <model>.<field> for model in actor, critic, reference, reward and field in layers, hidden,
 //   heads, kv_heads, ffn_hidden, vocab, max_positions, bytes_per_param (integers) or family

@@ -69,6 +69,14 @@ struct rlhf_job {
   /// are taken (DeepSpeed-Chat, TRL). false: `.logits` is taken from the call itself and the
   /// cache dies before the log-probs (a hand-written one-liner).
   bool keep_model_output = true;
+  /// The reference model lives on the host and moves to the GPU whole for its scoring forward
+  /// (`reference.to("cuda")`, forward, `reference.to("cpu")`): one allocation per parameter in,
+  /// all freed after. offload_params instead streams reference and reward layer by layer.
+  bool offload_reference = false;
+  /// AdamW's states live on the host between steps and move to the GPU whole around each
+  /// optimizer.step() (every state tensor `.to("cuda")`, step, zero_grad, `.to("cpu")`); the
+  /// first step creates them on the GPU. offload_optimizer instead streams fp32 chunks.
+  bool optimizer_states_on_host = false;
   std::size_t offload_chunk_bytes = std::size_t{64} << 20;  ///< fp32 bytes per optimizer chunk buffer.
 
   std::size_t device_capacity_bytes = std::size_t{80} << 30;  ///< Recorded in the trace metadata.
