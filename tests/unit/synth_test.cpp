@@ -565,11 +565,50 @@ TEST(SynthKnobTest, OptimizerStatesOnHostLeaveTheGpuBetweenSteps) {
               HasSubstr("optimizer_states_on_host"));
 }
 
+// Bytes of the allocations tagged `tag` made while `phase_name` runs ("" = setup).
+std::uint64_t tagged_bytes(const trace& t, alloc_tag tag, std::string_view phase_name) {
+  std::uint64_t bytes = 0;
+  std::string phase;
+  for (const trace_event& e : t.events) {
+    if (e.op == trace_event_op::phase) phase = t.strings[e.name];
+    if (e.op == trace_event_op::alloc && e.tag == tag_of(tag) && phase == phase_name) bytes += e.bytes;
+  }
+  return bytes;
+}
+
+TEST(SynthKnobTest, LoraTrainsOnlyFp32AdaptersAndSharesTheActorBase) {
+  // opt shapes: 2 layers of hidden 768, adapters of rank 8 on q and v.
+  const std::string job = std::string(knob_job) + ",lora_rank:8,lora_targets:[q,v]";
+  const rlhf_job full = job_of(knob_job);
+  const trace t = synth(job);
+  const std::uint64_t base = parameter_count(full.actor, model_role::actor) * 2;
+  const std::uint64_t critic = parameter_count(full.critic, model_role::critic) * 2;
+  const std::uint64_t reward = parameter_count(full.reward, model_role::reward) * 2;
+  const std::uint64_t adapters_per_model = 2 /*layers*/ * 2 /*q, v*/ * (768 * 8 + 8 * 768) * 4 /*fp32*/;
+  // Setup: actor, critic and reward (no reference: it is the actor's base), then the adapters.
+  EXPECT_EQ(tagged_bytes(t, alloc_tag::parameter, ""), base + critic + reward + 2 * adapters_per_model);
+  // Gradients: the adapters (fp32) and the critic's value head (768 x 1, bf16), once per step.
+  EXPECT_EQ(tagged_bytes(t, alloc_tag::gradient, "training"), full.ppo_epochs * (2 * adapters_per_model + 768 * 2));
+  // AdamW states: two per trained tensor, in its dtype, created at the first step.
+  EXPECT_EQ(tagged_bytes(t, alloc_tag::optimizer_state, "optimizer"), 2 * (2 * adapters_per_model + 768 * 2));
+  EXPECT_THAT(parse_job(job + ",lora_targets:[q,attn]").error(), HasSubstr("lora_targets"));
+}
+
+TEST(SynthKnobTest, PrefillCacheCopyAllocatesTheCacheAtPrefill) {
+  const std::string job(knob_job);
+  // With the copy, the prefill's K and V are new kv_cache allocations (2 per layer per model
+  // call) besides the projections; without it the projections become the cache.
+  EXPECT_GT(tagged_bytes(synth(job + ",prefill_cache_copy:true"), alloc_tag::kv_cache, "inference"),
+            tagged_bytes(synth(job), alloc_tag::kv_cache, "inference"));
+}
+
 TEST(SynthKnobTest, RlhfJobPresetsRoundTripTheirKnobs) {
   for (std::string_view name : {"ppo-gpt2-small", "ppo-gpt2-1.3b", "grpo-gpt2-small", "grpo-gpt2-1.3b",
-                                "ppo-gpt2-1.3b-offload-reference", "ppo-gpt2-small-offload-optimizer"}) {
+                                "ppo-gpt2-1.3b-offload-reference", "ppo-gpt2-small-offload-optimizer",
+                                "ppo-gpt2-small-lora", "ppo-llama-7b-lora"}) {
     const rlhf_job p = preset(name).value();
-    EXPECT_EQ(p.actor.family, model_family::gpt2) << name;
+    EXPECT_EQ(p.actor.family, name.find("llama") == std::string_view::npos ? model_family::gpt2 : model_family::llama)
+        << name;
     EXPECT_TRUE(p.response_logprobs && p.joint_backward && p.shared_optimizer && !p.keep_model_output) << name;
     EXPECT_EQ(p.with_critic, name.substr(0, 3) == "ppo") << name;
     const rlhf_job back = job_of(to_conf(p));

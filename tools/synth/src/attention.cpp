@@ -6,10 +6,16 @@
 namespace phasealloc::detail::synth {
 namespace {
 
-// DynamicCache.update: the first call stores the projections; later ones torch.cat them on.
-void update_cache(graph& g, tensor& slot, tensor fresh, std::size_t numel) {
-  if (slot.id == 0) {
+// DynamicCache.update: the first call stores the projections (transformers 4.4x) or a copy of
+// them (torch.cat onto an empty tensor, >= 4.56); later ones torch.cat them on.
+void update_cache(graph& g, tensor& slot, tensor fresh, std::size_t numel, bool copy_first) {
+  if (slot.id == 0 && !copy_first) {
     slot = std::move(fresh);
+    return;
+  }
+  if (slot.id == 0) {
+    slot = pointwise(g, {fresh}, {}, numel, fresh.elem_bytes, false, alloc_tag::kv_cache);
+    g.drop(fresh);
     return;
   }
   tensor grown = pointwise(g, {slot, fresh}, {}, numel, slot.elem_bytes, false, alloc_tag::kv_cache);
@@ -29,8 +35,8 @@ tensor attention(graph& g, const layer_env& env, tensor q, tensor k, tensor v) {
   tensor values;
   if (env.cache != nullptr) {
     const std::size_t cached = b * d.kv_heads * env.kv_len * hd;
-    update_cache(g, env.cache->k, std::move(k), cached);
-    update_cache(g, env.cache->v, std::move(v), cached);
+    update_cache(g, env.cache->k, std::move(k), cached, env.cache_copies_prefill);
+    update_cache(g, env.cache->v, std::move(v), cached, env.cache_copies_prefill);
     keys = g.share(env.cache->k);
     values = g.share(env.cache->v);
   } else {

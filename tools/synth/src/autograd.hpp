@@ -50,6 +50,7 @@ struct tensor {
 struct param_grads {
   std::vector<alloc_id>* grad_ids = nullptr;
   const std::vector<std::size_t>* grad_bytes = nullptr;
+  const std::vector<bool>* trainable = nullptr;  ///< Which require grad (null: all of them).
 };
 
 class graph;
@@ -81,6 +82,8 @@ class graph {
   trace_builder& builder() noexcept { return builder_; }
   const cost_model& cost() const noexcept { return cost_; }
   bool grad_enabled() const noexcept { return grad_enabled_; }
+  /// Whether autograd computes a grad for this parameter here (trained, not frozen, grad on).
+  bool param_requires_grad(std::size_t param) const noexcept { return grad_enabled_ && trainable(param); }
 
   /// Runs an op: allocates its output (one Python reference) and, when autograd tracks it,
   /// records a node.
@@ -125,7 +128,10 @@ class graph {
     tensor checkpoint_input;            // the saved input, for the recompute
   };
 
-  bool trainable(std::size_t param) const noexcept { return param != no_param && params_.grad_ids != nullptr; }
+  bool trainable(std::size_t param) const noexcept {
+    return param != no_param && params_.grad_ids != nullptr &&
+           (params_.trainable == nullptr || (*params_.trainable)[param]);
+  }
   std::uint32_t new_variable(std::size_t bytes);
   void accumulate(std::uint32_t var, alloc_id grad);
   void accumulate_param(std::size_t param);

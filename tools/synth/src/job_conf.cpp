@@ -54,6 +54,8 @@ void visit_job_fields(Job& j, Sizes&& size, Flags&& flag, Bytes&& bytes) {
   flag("keep_model_output", j.keep_model_output);
   flag("offload_reference", j.offload_reference);
   flag("optimizer_states_on_host", j.optimizer_states_on_host);
+  flag("prefill_cache_copy", j.prefill_cache_copy);
+  size("lora_rank", j.lora_rank);
   bytes("offload_chunk_bytes", j.offload_chunk_bytes);
   bytes("device_capacity", j.device_capacity_bytes);
 }
@@ -119,6 +121,17 @@ result<rlhf_job, std::string> parse_job(std::string_view conf) {
         if (auto v = reader.get_bytes(key)) slot = *v;
       });
   if (auto v = reader.get_uint("seed")) job.seed = *v;
+  if (auto v = reader.get_string("lora_targets")) {
+    std::string_view text = *v;
+    if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+    job.lora_targets.clear();
+    while (!text.empty()) {
+      const std::size_t comma = text.find(',');
+      if (comma != 0) job.lora_targets.emplace_back(text.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      text.remove_prefix(comma + 1);
+    }
+  }
   read_model(reader, job, "models", {roles, roles + 4});
   for (model_role role : roles) read_model(reader, job, to_string(role), {role});
 
@@ -135,6 +148,7 @@ std::string to_conf(const rlhf_job& job) {
       [&](std::string_view key, bool v) { items.push_back(fmt::format("{}:{}", key, v)); },
       [&](std::string_view key, std::size_t v) { items.push_back(fmt::format("{}:{}", key, v)); });
   items.push_back(fmt::format("seed:{}", job.seed));
+  items.push_back(fmt::format("lora_targets:[{}]", fmt::join(job.lora_targets, ",")));
   for (model_role role : roles) {
     const model_desc& d = model_of(job, role);
     items.push_back(fmt::format("{}.family:{}", to_string(role), to_string(d.family)));

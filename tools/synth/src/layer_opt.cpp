@@ -48,9 +48,18 @@ tensor opt_layer(graph& g, const layer_env& env, tensor x) {
   const alloc_tag kv_tag = kv_projection_tag(env);
 
   tensor normed = layer_norm(g, x, tokens, d.hidden, p.attn_norm);
-  tensor q = linear(g, normed, tokens, p.q);
-  tensor k = linear(g, normed, tokens, p.k, kv_tag);
-  tensor v = linear(g, normed, tokens, p.v, kv_tag);
+  tensor q, k, v;
+  if (p.qkv.weight != no_param) {  // GPT-2: c_attn(x).split(hidden, dim=2): q, k, v are views of one tensor
+    tensor qkv = linear(g, normed, tokens, p.qkv, kv_tag);
+    q = g.share(qkv);
+    k = g.share(qkv);
+    v = g.share(qkv);
+    g.drop(qkv);
+  } else {
+    q = linear(g, normed, tokens, p.q);
+    k = linear(g, normed, tokens, p.k, kv_tag);
+    v = linear(g, normed, tokens, p.v, kv_tag);
+  }
   g.drop(normed);
   tensor h = attention_residual(g, env, std::move(x), std::move(q), std::move(k), std::move(v));
 

@@ -9,7 +9,8 @@
 // Approach: llama follows LlamaDecoderLayer / LlamaRMSNorm / apply_rotary_pos_emb /
 //   eager_attention_forward (transformers 4.4x); opt follows OPTDecoderLayer (pre-LayerNorm).
 //   Attention is shared: a KV cache (generation) is regrown by torch.cat each step
-//   (DynamicCache.update); GQA repeats K / V for eager attention; flash attention keeps q, k, v,
+//   (DynamicCache.update; the prefill's K and V are the projections themselves in 4.4x, a copy
+//   with rlhf_job::prefill_cache_copy as in >= 4.56); GQA repeats K / V for eager attention; flash attention keeps q, k, v,
 //   its output and logsumexp instead of the L x L scores.
 // Limitations: no dropout; OPT's q scaling is folded into the attention scaling.
 #pragma once
@@ -43,6 +44,7 @@ struct layer_env {
   std::size_t kv_len = 0;  ///< Keys per sequence, cache included (= q_len without a cache).
   bool flash = false;
   kv_slot* cache = nullptr;
+  bool cache_copies_prefill = false;  ///< The first cache update copies (transformers >= 4.56).
   shared_inputs shared;
 
   std::size_t tokens() const noexcept { return batch * q_len; }

@@ -76,6 +76,7 @@ tensor model_forward(graph& g, const model_state& m, const forward_request& r) {
     env.kv_len = r.kv_len;
     env.flash = r.flash;
     env.cache = r.cache != nullptr ? &(*r.cache)[i] : nullptr;
+    env.cache_copies_prefill = r.cache_copies_prefill;
     env.shared = shared;
     if (r.checkpoint && g.grad_enabled()) {
       x = g.checkpoint(std::move(x), {shared.cos, shared.sin, shared.mask},

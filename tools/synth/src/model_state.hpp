@@ -22,10 +22,12 @@ struct model_state {
   bool offloaded = false;   ///< Weights live on the CPU and are streamed per layer (offload_params).
   bool host_resident = false;  ///< Weights live on the CPU and move in whole per use (offload_reference).
   bool states_on_host = false; ///< AdamW's states were moved to the CPU (optimizer_states_on_host).
+  bool shares_actor_base = false;  ///< LoRA: the reference is the actor's base (never loaded).
   bool master = false;      ///< fp32 master weights on the GPU.
   std::size_t state_elem_bytes = 4;  ///< AdamW state dtype: fp32 with masters, else the param dtype.
 
   std::vector<std::size_t> param_bytes;  ///< By param index (also the grad size).
+  std::vector<bool> trainable_params;    ///< By param index: false for a frozen (LoRA base) weight.
   std::vector<alloc_id> params;          ///< 0 while offloaded.
   std::vector<alloc_id> grads;           ///< .grad; 0 = None.
   std::vector<alloc_id> exp_avg;
@@ -33,7 +35,14 @@ struct model_state {
   std::vector<alloc_id> masters;
   alloc_id buffers = 0;
 
-  param_grads grad_slots() noexcept { return trained ? param_grads{&grads, &param_bytes} : param_grads{}; }
+  /// Bytes of one AdamW state tensor of parameter i: fp32 with masters (or chunked offload), else
+  /// the parameter's own dtype (zeros_like).
+  std::size_t state_bytes(std::size_t i) const noexcept {
+    return state_elem_bytes == 4 ? layout.params[i].numel * 4 : param_bytes[i];
+  }
+  param_grads grad_slots() noexcept {
+    return trained ? param_grads{&grads, &param_bytes, &trainable_params} : param_grads{};
+  }
 };
 
 using model_set = std::array<model_state, 4>;  ///< Indexed by model_role.
@@ -50,8 +59,9 @@ model_set make_models(const rlhf_job& job);
 /// (offload_reference) is loaded with the others and then moved to the host.
 void load_models(trace_builder& builder, const cost_model& cost, model_set& models);
 
-/// model.to("cuda") of a host-resident model: one allocation per parameter, in layout order.
-void params_to_device(trace_builder& builder, const cost_model& cost, model_state& m);
+/// model.to("cuda") of a host-resident model: one allocation per parameter, in layout order;
+/// the base parameters, or (`adapters`) the LoRA matrices.
+void params_to_device(trace_builder& builder, const cost_model& cost, model_state& m, bool adapters = false);
 /// model.to("cpu"): every parameter's GPU copy freed, in layout order.
 void params_to_host(trace_builder& builder, const cost_model& cost, model_state& m);
 /// Every AdamW state tensor .to("cuda") (exp_avg, then exp_avg_sq, parameter by parameter) when

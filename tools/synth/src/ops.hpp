@@ -9,7 +9,8 @@
 
 namespace phasealloc::detail::synth {
 
-/// x @ W^T (+ b) over `tokens` rows: saves x; grads of x, W, b. Output in x's dtype.
+/// x @ W^T (+ b) over `tokens` rows: saves x when W trains; grads of x, W, b. Output in x's
+/// dtype. With LoRA adapters on `p`, PEFT's wrapped forward: base + B(A(x)) * scaling.
 tensor linear(graph& g, const tensor& x, std::size_t tokens, const linear_params& p,
               alloc_tag tag = alloc_tag::activation);
 

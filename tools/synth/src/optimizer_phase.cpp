@@ -58,10 +58,10 @@ void foreach_adamw_group(synth_context& ctx, const param_group& group) {
   for (const auto& [m, i] : group) {  // _init_group
     const std::size_t numel = m->layout.params[i].numel;
     if (m->exp_avg[i] == 0) {
-      m->exp_avg[i] = b.alloc(numel * m->state_elem_bytes, alloc_tag::optimizer_state);
-      m->exp_avg_sq[i] = b.alloc(numel * m->state_elem_bytes, alloc_tag::optimizer_state);
+      m->exp_avg[i] = b.alloc(m->state_bytes(i), alloc_tag::optimizer_state);
+      m->exp_avg_sq[i] = b.alloc(m->state_bytes(i), alloc_tag::optimizer_state);
     }
-    bytes += static_cast<double>(numel * (6 * m->state_elem_bytes + 3 * m->desc.bytes_per_param));
+    bytes += static_cast<double>(6 * m->state_bytes(i) + 3 * m->param_bytes[i]);
   }
   std::vector<alloc_id> grads32;
   for (const auto& [m, i] : group) {  // master.grad = param.grad.float()
@@ -69,7 +69,7 @@ void foreach_adamw_group(synth_context& ctx, const param_group& group) {
   }
   std::vector<alloc_id> sqrt_list;  // torch._foreach_sqrt(exp_avg_sqs)
   for (const auto& [m, i] : group) {
-    sqrt_list.push_back(b.alloc(m->layout.params[i].numel * m->state_elem_bytes, alloc_tag::activation));
+    sqrt_list.push_back(b.alloc(m->state_bytes(i), alloc_tag::activation));
   }
   b.advance_ns(ctx.cost.op_ns(0, bytes));
   for (alloc_id id : sqrt_list) b.release(id);

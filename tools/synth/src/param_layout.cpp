@@ -58,9 +58,13 @@ void opt_layout(const model_desc& d, param_layout& out, layout_writer& w) {
   for (std::size_t i = 0; i < d.layers; ++i) {
     layer_params l;
     l.first = out.params.size();
-    l.k = w.linear(d.hidden, d.hidden, true);
-    l.v = w.linear(d.hidden, d.hidden, true);
-    l.q = w.linear(d.hidden, d.hidden, true);
+    if (d.family == model_family::gpt2) {
+      l.qkv = w.linear(d.hidden, 3 * d.hidden, true);  // c_attn (Conv1D)
+    } else {
+      l.k = w.linear(d.hidden, d.hidden, true);
+      l.v = w.linear(d.hidden, d.hidden, true);
+      l.q = w.linear(d.hidden, d.hidden, true);
+    }
     l.o = w.linear(d.hidden, d.hidden, true);
     l.attn_norm = w.norm(d.hidden, true);
     l.up = w.linear(d.hidden, d.ffn_hidden, true);
@@ -79,7 +83,32 @@ std::size_t param_layout::total_numel() const noexcept {
   return n;
 }
 
-param_layout make_layout(const model_desc& desc, model_role role) {
+// PEFT's get_peft_model: every base parameter frozen, then lora_A / lora_B per targeted linear,
+// layer by layer. A critic's value head is outside the PEFT model and stays trainable.
+void add_adapters(param_layout& out, layout_writer& w, const lora_spec& lora) {
+  for (param_tensor& p : out.params) p.trainable = false;
+  const auto wrap = [&](linear_params& p) {
+    p.lora_a = w.add(p.in * lora.rank, true);
+    p.lora_b = w.add(lora.rank * p.out, true);
+    out.params[p.lora_a].elem_bytes = out.params[p.lora_b].elem_bytes = lora.elem_bytes;
+    p.lora_rank = lora.rank;
+    p.lora_elem_bytes = lora.elem_bytes;
+    out.params[p.lora_a].adapter = out.params[p.lora_b].adapter = true;
+  };
+  for (layer_params& l : out.layers) {
+    for (const std::string& t : lora.targets) {
+      linear_params* p = t == "q" ? &l.q : t == "k" ? &l.k : t == "v" ? &l.v : t == "o" ? &l.o
+                       : t == "qkv" ? &l.qkv : t == "gate" ? &l.gate : t == "up" ? &l.up
+                       : t == "down" ? &l.down : nullptr;
+      if (p != nullptr && p->weight != no_param) wrap(*p);
+    }
+  }
+  if (!out.lm_head) {  // the value head
+    out.params[out.head.weight].trainable = true;
+  }
+}
+
+param_layout make_layout(const model_desc& desc, model_role role, const lora_spec& lora) {
   param_layout out;
   layout_writer w(out);
   out.lm_head = role == model_role::actor || role == model_role::reference;
@@ -96,6 +125,7 @@ param_layout make_layout(const model_desc& desc, model_role role) {
   } else {
     out.head = w.linear(desc.hidden, 1, false);  // score / v_head
   }
+  if (lora.rank > 0) add_adapters(out, w, lora);
   return out;
 }
 

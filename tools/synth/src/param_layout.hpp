@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,7 +28,10 @@ namespace phasealloc::detail::synth {
 
 struct param_tensor {
   std::size_t numel = 0;
-  bool decay = true;  ///< In the weight-decay parameter group.
+  bool decay = true;      ///< In the weight-decay parameter group.
+  bool trainable = true;  ///< false: a frozen base weight under LoRA.
+  bool adapter = false;   ///< A LoRA matrix (created after the base models are loaded).
+  std::size_t elem_bytes = 0;  ///< 0: the model's dtype; LoRA matrices may differ (fp32).
 };
 
 struct linear_params {
@@ -35,6 +39,17 @@ struct linear_params {
   std::size_t bias = no_param;
   std::size_t in = 0;
   std::size_t out = 0;
+  std::size_t lora_a = no_param;  ///< LoRA: in x rank (no_param: no adapter).
+  std::size_t lora_b = no_param;  ///< LoRA: rank x out.
+  std::size_t lora_rank = 0;
+  std::size_t lora_elem_bytes = 0;  ///< The adapters' dtype.
+};
+
+/// LoRA adapters of a trained model: rank and the linears they wrap (synth's names).
+struct lora_spec {
+  std::size_t rank = 0;
+  std::vector<std::string> targets;
+  std::size_t elem_bytes = 4;  ///< PEFT's autocast_adapter_dtype: fp32 adapters on a bf16 / fp16 base.
 };
 
 struct norm_params {
@@ -46,6 +61,7 @@ struct layer_params {
   norm_params attn_norm;
   norm_params mlp_norm;
   linear_params q, k, v, o;
+  linear_params qkv;             ///< gpt2: c_attn, the fused q / k / v projection (q, k, v unused).
   linear_params gate, up, down;  ///< opt: up = fc1, down = fc2, no gate.
   std::size_t first = 0;         ///< The layer's params are [first, last).
   std::size_t last = 0;
@@ -65,6 +81,8 @@ struct param_layout {
   std::size_t total_numel() const noexcept;
 };
 
-param_layout make_layout(const model_desc& desc, model_role role);
+/// The parameters of `desc` used as `role`; with `lora` (rank > 0) the base is frozen, and
+/// adapters follow every parameter of the base, layer by layer, in the order PEFT creates them.
+param_layout make_layout(const model_desc& desc, model_role role, const lora_spec& lora = {});
 
 }  // namespace phasealloc::detail::synth

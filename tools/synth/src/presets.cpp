@@ -132,6 +132,7 @@ rlhf_job rlhf_job_py(std::string name, const model_desc& model, bool grpo, std::
   j.shared_optimizer = true;
   j.keep_model_output = false;
   j.with_critic = !grpo;
+  j.prefill_cache_copy = true;
   return j;
 }
 
@@ -145,6 +146,19 @@ rlhf_job grpo_gpt2_1_3b() { return rlhf_job_py("grpo-gpt2-1.3b", gpt2_1_3b, true
 rlhf_job ppo_gpt2_1_3b_offload_reference() {
   rlhf_job j = rlhf_job_py("ppo-gpt2-1.3b-offload-reference", gpt2_1_3b, false, 3);
   j.offload_reference = true;
+  return j;
+}
+// --lora: PEFT adapters of rank 16 on GPT-2's c_attn and c_proj, Llama's q/k/v/o projections.
+rlhf_job ppo_gpt2_small_lora() {
+  rlhf_job j = rlhf_job_py("ppo-gpt2-small-lora", gpt2_small, false, 4);
+  j.lora_rank = 16;
+  j.lora_targets = {"qkv", "o", "down"};
+  return j;
+}
+rlhf_job ppo_llama_7b_lora() {
+  rlhf_job j = rlhf_job_py("ppo-llama-7b-lora", llama_7b, false, 2);
+  j.lora_rank = 16;
+  j.lora_targets = {"q", "k", "v", "o"};
   return j;
 }
 rlhf_job ppo_gpt2_small_offload_optimizer() {
@@ -169,6 +183,8 @@ constexpr named_preset presets[] = {
     {"grpo-gpt2-1.3b", grpo_gpt2_1_3b},
     {"ppo-gpt2-1.3b-offload-reference", ppo_gpt2_1_3b_offload_reference},
     {"ppo-gpt2-small-offload-optimizer", ppo_gpt2_small_offload_optimizer},
+    {"ppo-gpt2-small-lora", ppo_gpt2_small_lora},
+    {"ppo-llama-7b-lora", ppo_llama_7b_lora},
 };
 
 }  // namespace

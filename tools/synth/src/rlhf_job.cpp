@@ -156,6 +156,18 @@ result<std::monostate, std::string> validate_job(const rlhf_job& job) {
   if (job.offload_reference && job.offload_params) {
     return std::string("offload_reference: the reference is already streamed per layer by offload_params; choose one");
   }
+  if (job.lora_rank > 0) {
+    for (const std::string& t : job.lora_targets) {
+      if (t != "q" && t != "k" && t != "v" && t != "o" && t != "qkv" && t != "gate" && t != "up" && t != "down") {
+        return fmt::format("lora_targets: \"{}\" is not a linear (q, k, v, o, qkv, gate, up, down)", t);
+      }
+    }
+    if (job.lora_targets.empty()) return std::string("lora_targets: names no linear");
+    if (job.lora_rank > 4096) return fmt::format("lora_rank: {} is above the bound of 4096", job.lora_rank);
+    if (job.offload_reference || job.offload_params) {
+      return std::string("lora_rank: with LoRA the reference is the actor's base; there is no reference to offload");
+    }
+  }
   if (job.optimizer_states_on_host && job.offload_optimizer) {
     return std::string("optimizer_states_on_host: the states already live on the host in chunks with offload_optimizer; choose one");
   }

@@ -71,7 +71,16 @@ actor_loss actor_forward(graph& g, synth_context& ctx, const micro_batch& mb) {
   const std::size_t vocab_n = u * positions * actor.desc.vocab;
   const std::size_t r = u * mb.response;
   tensor logits = model_forward(g, actor, training_request(ctx.job, mb, head_output::all_logits));
-  tensor upcast = pointwise(g, {logits}, {}, vocab_n, 4, false, alloc_tag::logits);
+  op_desc upcast_op;  // logits[:, first:-1].float()
+  upcast_op.inputs = {logits};
+  upcast_op.out_numel = vocab_n;
+  upcast_op.out_elem_bytes = 4;
+  upcast_op.out_tag = alloc_tag::logits;
+  upcast_op.grad_tag = alloc_tag::logits;
+  // A slice of the logits: its backward casts the grad back (slice-sized), then SliceBackward
+  // scatters that into zeros of the whole logits' size.
+  if (positions != mb.len - 1) upcast_op.backward_temps_bytes = {vocab_n * logits.elem_bytes};
+  tensor upcast = g.run(upcast_op);
   tensor lsm = pointwise(g, {upcast}, {}, vocab_n, 4, /*save_output=*/true, alloc_tag::logits);
   g.drop(upcast);
   op_desc gather_op;  // gather's backward scatters into a zero tensor of the input's size

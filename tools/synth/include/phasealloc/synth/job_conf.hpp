@@ -3,15 +3,16 @@
 // The string starts from a preset (key `preset`, or a bare preset name as the first item:
 // "ppo-7b" and "ppo-7b,batch:8" work too; default ppo-125m) and overrides fields:
 //   batch, generation_batch, prompt_len, gen_len, iterations, ppo_epochs, mini_batch,
-//   micro_batch, inference_micro_batch, seed, max_events          (non-negative integers)
+//   micro_batch, inference_micro_batch, seed, max_events, lora_rank (non-negative integers)
 //   gradient_checkpointing, flash_attention, master_weights, offload_optimizer,
 //   offload_params, empty_cache_at_phases, response_logprobs,
 //   joint_backward, shared_optimizer, with_critic, keep_model_output, offload_reference,
-//   optimizer_states_on_host                         (true / false)
+//   optimizer_states_on_host, prefill_cache_copy                   (true / false)
 //   offload_chunk_bytes, device_capacity                           (byte sizes: 64MiB, 80GiB)
+//   lora_targets                                                   (a list: [q,k,v,o,down])
 //   <model>.<field> for model in actor, critic, reference, reward and field in layers, hidden,
 //   heads, kv_heads, ffn_hidden, vocab, max_positions, bytes_per_param (integers) or family
-//   (llama / opt); `models.<field>` sets the field of all four.
+//   (llama / opt / gpt2); `models.<field>` sets the field of all four.
 // An unknown key, a bad value or an inconsistent job is an error that names the key.
 #pragma once
 

@@ -5,7 +5,8 @@
 //   RLHF recipes use on one GPU: `llama` (RMSNorm computed in fp32, rotary positions, SwiGLU
 //   MLP, no biases, untied head: Llama / Mistral / Qwen-style) and `opt` (fused LayerNorm,
 //   learned positions, ReLU MLP, biases everywhere, tied head: OPT / GPT-2-style, what
-//   DeepSpeed-Chat's recipes use). `gpt2` is opt's layout with GPT-2's MLP activation, HF's
+//   DeepSpeed-Chat's recipes use). `gpt2` is opt's layout with a fused q / k / v projection
+//   (c_attn, whose split q, k and v are views of one tensor) and GPT-2's MLP activation, HF's
 //   NewGELUActivation: a Python tanh formula of seven elementwise ops, four of whose ffn-wide
 //   results autograd keeps for backward where ReLU keeps one (on GPT-2 small at 4 x 256 tokens
 //   that is ~290 MiB more per trained model). The family decides the parameter list and the per-op

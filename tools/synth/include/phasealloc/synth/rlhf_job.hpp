@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <variant>
 
 #include "phasealloc/status.hpp"
@@ -77,6 +78,18 @@ struct rlhf_job {
   /// optimizer.step() (every state tensor `.to("cuda")`, step, zero_grad, `.to("cpu")`); the
   /// first step creates them on the GPU. offload_optimizer instead streams fp32 chunks.
   bool optimizer_states_on_host = false;
+  /// LoRA (PEFT): > 0 wraps the actor and the critic's body in rank-`lora_rank` adapters on the
+  /// linears named in `lora_targets`; their base weights are frozen (no grads, no AdamW states,
+  /// and a frozen linear keeps no input for backward), the adapters and the critic's value head
+  /// train. The reference is then the actor's base with its adapters disabled: not loaded.
+  std::size_t lora_rank = 0;
+  /// HF's DynamicCache copies the prefill's K and V into the cache (transformers >= 4.56:
+  /// torch.cat onto an empty tensor) instead of keeping the projections themselves (4.4x).
+  bool prefill_cache_copy = false;
+  /// Linears that get adapters, by synth's names: q, k, v, o, gate, up, down. GPT-2's c_attn is
+  /// q, k and v (one adapter there; three here, whose A matrices are 3 x hidden x rank instead
+  /// of hidden x rank), its c_proj are o and down.
+  std::vector<std::string> lora_targets{"q", "k", "v", "o"};
   std::size_t offload_chunk_bytes = std::size_t{64} << 20;  ///< fp32 bytes per optimizer chunk buffer.
 
   std::size_t device_capacity_bytes = std::size_t{80} << 30;  ///< Recorded in the trace metadata.
