@@ -28,7 +28,7 @@ build_dir=${BUILD_DIR:-build}
 case "$build_dir" in /*) ;; *) build_dir="$repo/$build_dir" ;; esac
 
 if [ -n "${RESULTS_JSON:-}" ]; then
-  exec "$python" "$repo/bench/gpu/rlhf_ppo.py" --from-json "$RESULTS_JSON" --step-time-readme "$readme"
+  exec "$python" "$repo/bench/gpu/step_time_readme.py" "$RESULTS_JSON" "$readme"
 fi
 
 library="$build_dir/interpose/libphasealloc_torch.so"
