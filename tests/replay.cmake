@@ -32,3 +32,13 @@ if(TARGET phasealloc)
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/synth_vs_real.py $<TARGET_FILE:phasealloc> --check)
   set_tests_properties(synth_presets_match_real_traces PROPERTIES LABELS "replay;synth" TIMEOUT 600)
 endif()
+
+# Issue 15: the CLI on inputs that do not start from an empty allocator (tests/cli/replay_fidelity_case.sh).
+if(TARGET phasealloc)
+  foreach(case kineto)
+    add_test(NAME cli_replay_fidelity_${case}
+      COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli/replay_fidelity_case.sh ${case} $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}
+              ${CMAKE_CURRENT_BINARY_DIR}/replay_fidelity)
+    set_tests_properties(cli_replay_fidelity_${case} PROPERTIES LABELS "unit;cli;replay" TIMEOUT 300)
+  endforeach()
+endif()

@@ -466,6 +466,10 @@ void engine::empty_cache() {
   impl_->run_plan(impl_->policy_.on_empty_cache());
   impl_->after_operation();
 }
+result<std::vector<device_address>, std::string> engine::seed(const std::vector<seed_segment>& segments) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->seed(segments);
+}
 std::size_t engine::release(const release_plan& plan) {
   std::lock_guard lock(impl_->mutex_);
   const std::size_t released = impl_->run_plan(plan);

@@ -33,6 +33,7 @@ class engine_impl {
   errc deallocate(device_address addr, std::size_t size_bytes);
   errc record_stream(device_address addr, stream_id stream);
   std::size_t run_plan(const release_plan& plan);
+  result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
   phase_id transition(std::string_view name, int kind);  // kind: 0 push, 1 pop, 2 replace
   device_stats stats() const;
   snapshot take_snapshot() const;

@@ -26,11 +26,14 @@ TEST(KinetoImporterTest, ImportsCudaMemoryEventsOfTheFirstDevice) {
   const auto v = validate(t);
   EXPECT_TRUE(v.has_value()) << v.error().message();
   // Ordered by ts (the two frees are out of order in the file); the free of an address allocated
-  // before profiling is seeded; the CPU event and the device-1 event are left out.
+  // before profiling is seeded; the CPU event and the device-1 event are left out. Total Reserved
+  // is a seeded segment (its first value) and a segment_map for each rise.
   const std::vector<trace_event> expected = {
+      make_event(trace_event_op::segment_alloc, 0, 0, 2097152, 0, 0, 0, trace_flag::seeded),
       make_event(trace_event_op::alloc, 0, 0, 512, 0, 0, 0, trace_flag::seeded),
       make_event(trace_event_op::alloc, 0, 1, 4096),
       make_event(trace_event_op::alloc, 500, 2, 1048576),
+      make_event(trace_event_op::segment_map, 1250, 0, 20971520),
       make_event(trace_event_op::alloc, 1250, 3, 8388608),
       make_event(trace_event_op::free, 1750, 0, 512),
       make_event(trace_event_op::free, 2000, 1, 4096),
@@ -42,6 +45,7 @@ TEST(KinetoImporterTest, ImportsCudaMemoryEventsOfTheFirstDevice) {
   EXPECT_EQ(t.meta.device_capacity_bytes, 85029158912ULL);
   EXPECT_EQ(t.meta.stream_count, 1U);
   EXPECT_EQ(prop(t, "kineto.device_id"), "0");
+  EXPECT_EQ(prop(t, "kineto.devices"), "0:8,1:1");
   EXPECT_EQ(prop(t, "kineto.memory_events"), "8");
   EXPECT_EQ(prop(t, "kineto.peak_total_reserved_bytes"), "23068672");
   EXPECT_EQ(prop(t, "kineto.peak_total_allocated_bytes"), "9441280");
@@ -55,8 +59,9 @@ TEST(KinetoImporterTest, SelectsAnotherDevice) {
   options.device_id = 1;
   const auto r = import_kineto_file(fixture, options);
   ASSERT_TRUE(r.has_value()) << r.error().message();
-  ASSERT_EQ(r.value().events.size(), 1U);
-  EXPECT_EQ(r.value().events[0], make_event(trace_event_op::alloc, 0, 0, 1024));
+  ASSERT_EQ(r.value().events.size(), 2U);
+  EXPECT_EQ(r.value().events[0], make_event(trace_event_op::segment_alloc, 0, 0, 2097152, 0, 0, 0, trace_flag::seeded));
+  EXPECT_EQ(r.value().events[1], make_event(trace_event_op::alloc, 0, 0, 1024));
   EXPECT_EQ(r.value().meta.device_capacity_bytes, 0U) << "no deviceProperties entry for device 1";
 }
 

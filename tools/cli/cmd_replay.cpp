@@ -49,10 +49,19 @@ std::string first_divergence(const std::vector<segment_step>& model, const std::
                      describe(model), describe(torch), model.size(), torch.size());
 }
 
+/// --device N: the recorded device to import (the keywords name the simulated device kind).
+trace_input_options input_options(const std::string& device) {
+  trace_input_options options;
+  if (!device.empty() && device.find_first_not_of("0123456789") == std::string::npos) {
+    options.device = static_cast<std::uint32_t>(std::stoul(device));
+  }
+  return options;
+}
+
 void run_replay(const replay_args& a, const std::string& invocation) {
   const std::size_t capacity_bytes = parse_capacity(a.capacity);
   const std::optional<std::size_t> capacity = capacity_bytes;
-  auto loaded = load_valid_trace(a.source, !a.no_validate);
+  auto loaded = load_valid_trace(a.source, !a.no_validate, input_options(a.device));
   if (!loaded) throw command_error(loaded.error());
   const trace& t = loaded.value();
 
@@ -61,6 +70,8 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   report.events = t.events.size();
   report.floor_bytes = summarize(t).peak_live_bytes;
   report.capacity_bytes = *capacity;
+  report.notes = input_notes(t);
+  report.recorded_source = recorded_source(t);
 
   const bool model = a.engine != "torch";
   const bool torch = a.engine != "model";
@@ -101,6 +112,7 @@ void run_replay(const replay_args& a, const std::string& invocation) {
     std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << render_replay_text(report);
+    std::cout << render_fidelity_text(report);
     if (!divergences.empty()) std::cout << '\n' << divergences;
   }
   if (!a.html.empty()) {
@@ -120,8 +132,17 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
                   "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
       ->required();
   cmd->add_option("-c,--capacity", args.capacity, "simulated device capacity")->capture_default_str();
-  cmd->add_option("--device", args.device, "simulated device kind: auto (by policy), segments (cudaMalloc), vmm")
-      ->check(CLI::IsMember({"auto", "segments", "vmm"}))
+  cmd->add_option("--device", args.device,
+                  "N: the recorded GPU to replay (a snapshot's or profiler trace's device index; default: the "
+                  "snapshot's first device with history, the profiler trace's device with the most memory events); "
+                  "auto, segments or vmm: the simulated device kind (auto: by policy; segments: cudaMalloc; vmm)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto" || v == "segments" || v == "vmm") return {};
+            if (!v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos) return {};
+            return "expected auto, segments, vmm or a GPU index (0, 1, ...), not '" + v + "'";
+          },
+          "auto|segments|vmm|N"))
       ->capture_default_str();
   cmd->add_flag("--check", args.check, "run the engine's invariant checker after every event (slow)");
   cmd->add_flag("-q,--quiet", args.quiet, "no progress bar");

@@ -11,9 +11,102 @@
 
 namespace phasealloc::cli {
 
+namespace {
+
+std::uint64_t property_bytes(const trace& t, std::string_view key) {
+  const std::string* v = find_property(t.meta, key);
+  if (v == nullptr) return 0;
+  std::uint64_t out = 0;
+  for (const char c : *v) {
+    if (c < '0' || c > '9') return 0;
+    out = out * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return out;
+}
+
+std::string signed_percent(std::size_t modelled, std::size_t recorded) {
+  if (recorded == 0) return "-";
+  const double d = (static_cast<double>(modelled) - static_cast<double>(recorded)) / static_cast<double>(recorded);
+  return fmt::format("{:+.3f}%", 100.0 * d);
+}
+
+std::string describe(const reserved_divergence& d) {
+  return fmt::format("event {} ({}, t={}): recorded {}, modelled {}", d.event, to_string(d.op),
+                     nanoseconds(d.time_ns), format_bytes(d.recorded_bytes), format_bytes(d.modelled_bytes));
+}
+
+nlohmann::json divergence_json(const std::optional<reserved_divergence>& d) {
+  if (!d) return nullptr;
+  return {{"event", d->event},
+          {"time_ns", d->time_ns},
+          {"op", std::string(to_string(d->op))},
+          {"recorded_reserved_bytes", d->recorded_bytes},
+          {"modelled_reserved_bytes", d->modelled_bytes}};
+}
+
+}  // namespace
+
+std::string recorded_source(const trace& t) {
+  if (const std::string* s = find_property(t.meta, "recorded.source")) return *s;
+  for (const trace_event& e : t.events) {
+    if (e.op == trace_event_op::segment_alloc || e.op == trace_event_op::segment_map) return "segment events";
+  }
+  return {};
+}
+
+std::vector<std::string> input_notes(const trace& t) {
+  std::vector<std::string> notes;
+  if (const std::string* device = find_property(t.meta, "kineto.device_id")) {
+    const std::string* choice = find_property(t.meta, "kineto.device_choice");
+    const std::string* devices = find_property(t.meta, "kineto.devices");
+    notes.push_back(fmt::format("profiler trace: CUDA device {} ({}; memory events per device {}; --device N picks "
+                                "another)",
+                                *device, choice != nullptr ? *choice : "?", devices != nullptr ? *devices : "?"));
+    const std::uint64_t baseline = property_bytes(t, "kineto.baseline_bytes");
+    if (baseline > 0) {
+      notes.push_back(fmt::format("profiler trace: {} live before the first event ({} of it in one seeded block the "
+                                  "trace never frees); the floor and the replay include it",
+                                  format_bytes(baseline),
+                                  format_bytes(property_bytes(t, "kineto.baseline_unattributed_bytes"))));
+    }
+  }
+  if (const std::string* start = find_property(t.meta, "snapshot.start")) notes.push_back("snapshot: " + *start);
+  return notes;
+}
+
+std::string render_fidelity_text(const replay_report& r) {
+  std::string out;
+  for (const replay_result& x : r.results) {
+    const recorded_comparison& c = x.recorded;
+    // Only PyTorch's model is meant to follow the recording; the others' gaps are their savings.
+    if (!c.available || !x.policy.starts_with("pytorch")) continue;
+    if (out.empty()) {
+      out = fmt::format("\nrecorded ({}): peak reserved {}, at the end {}\n", r.recorded_source,
+                        format_bytes(c.recorded_peak_reserved_bytes), format_bytes(c.recorded_final_reserved_bytes));
+    }
+    out += fmt::format("{}: peak reserved {} ({} vs recorded), at the end {}", x.policy,
+                       format_bytes(x.peak_reserved_bytes),
+                       signed_percent(x.peak_reserved_bytes, c.recorded_peak_reserved_bytes),
+                       format_bytes(x.final_reserved_bytes));
+    if (r.recorded_source != "kineto Total Reserved") {
+      out += fmt::format(", segments at the end {} (recorded {})", x.final_segments, c.recorded_final_segments);
+    }
+    out += "\n";
+    if (!c.first_divergence) {
+      out += "  reserved equals the recorded level after every alloc and free\n";
+    } else {
+      out += "  first divergence: " + describe(*c.first_divergence) + "\n";
+      out += "  largest gap:      " + describe(*c.largest_divergence) + "\n";
+    }
+  }
+  return out;
+}
+
 std::string render_replay_text(const replay_report& r) {
-  std::string out = fmt::format("trace  {}: {} events, floor (peak live bytes) {}\ndevice simulated, capacity {}\n\n",
-                                r.trace_name, r.events, format_bytes(r.floor_bytes), format_bytes(r.capacity_bytes));
+  std::string out = fmt::format("trace  {}: {} events, floor (peak live bytes) {}\n", r.trace_name, r.events,
+                                format_bytes(r.floor_bytes));
+  for (const std::string& note : r.notes) out += "note   " + note + "\n";
+  out += fmt::format("device simulated, capacity {}\n\n", format_bytes(r.capacity_bytes));
   text_table overall({"policy", "peak reserved", "peak allocated", "frag", "over floor", "device calls",
                       "est. device time", "OOMs", "replay"});
   for (const replay_result& x : r.results) {
@@ -61,6 +154,7 @@ nlohmann::json replay_json(const replay_report& r) {
   doc["events"] = r.events;
   doc["floor_bytes"] = r.floor_bytes;
   doc["capacity_bytes"] = r.capacity_bytes;
+  doc["notes"] = r.notes;
   doc["results"] = nlohmann::json::array();
   for (const replay_result& x : r.results) {
     nlohmann::json j;
@@ -72,6 +166,16 @@ nlohmann::json replay_json(const replay_report& r) {
     j["final_reserved_bytes"] = x.final_reserved_bytes;
     j["final_allocated_bytes"] = x.final_allocated_bytes;
     j["final_requested_bytes"] = x.final_requested_bytes;
+    j["final_segments"] = x.final_segments;
+    if (x.recorded.available) {
+      const recorded_comparison& c = x.recorded;
+      j["recorded"] = {{"source", r.recorded_source},
+                       {"peak_reserved_bytes", c.recorded_peak_reserved_bytes},
+                       {"final_reserved_bytes", c.recorded_final_reserved_bytes},
+                       {"final_segments", c.recorded_final_segments},
+                       {"first_divergence", divergence_json(c.first_divergence)},
+                       {"largest_divergence", divergence_json(c.largest_divergence)}};
+    }
     j["fragmentation"] = x.fragmentation();
     j["device_allocs"] = x.device_allocs;
     j["device_frees"] = x.device_frees;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "phasealloc/replay/replay.hpp"
+#include "phasealloc/trace/trace_format.hpp"
 
 namespace phasealloc::cli {
 
@@ -20,7 +21,20 @@ struct replay_report {
   std::uint64_t floor_bytes = 0;  ///< Peak live (requested) bytes: no allocator goes below it.
   std::size_t capacity_bytes = 0;
   std::vector<replay_result> results;
+  /// What the input said about itself that bears on the numbers (device chosen, baseline, seeding).
+  std::vector<std::string> notes;
+  /// Where the recorded reserved level comes from ("" when the trace has none).
+  std::string recorded_source;
 };
+
+/// The notes worth printing about a loaded trace, from its import properties.
+std::vector<std::string> input_notes(const trace& t);
+/// "pytorch snapshot segments", "kineto Total Reserved", ...: "" when the trace holds no recorded
+/// reserved level.
+std::string recorded_source(const trace& t);
+/// The fidelity lines: for each result with a recorded reserved level, recorded against modelled
+/// peak reserved and segments, the first point where the levels differ and the largest gap.
+std::string render_fidelity_text(const replay_report& report);
 
 std::string render_replay_text(const replay_report& report);
 nlohmann::json replay_json(const replay_report& report);

@@ -107,7 +107,8 @@ std::string gunzip(std::string_view compressed, std::string_view name, std::stri
   return {};
 }
 
-result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error) {
+result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error,
+                                          const trace_input_options& options) {
   if (source.starts_with("synth:")) {
     auto job = parse_job(source.substr(6));
     if (!job) return job.error();
@@ -145,11 +146,15 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
   result<trace, std::string> loaded = std::string();
   if (ext == ".pickle" || ext == ".pkl" || static_cast<unsigned char>(bytes[0]) == 0x80) {
     kind = "a PyTorch snapshot with no allocations or segments";
-    loaded = lift(import_snapshot(bytes, name));
+    snapshot_import_options snapshot_options;
+    snapshot_options.device = options.device;
+    loaded = lift(import_snapshot(bytes, name, snapshot_options));
   } else if (ext == ".json" || first == '{' || first == '[') {
     kind = "a JSON document with no memory events (a PyTorch profiler trace holds {\"traceEvents\": [...]} with [memory] "
            "events when recorded with profile_memory=True)";
-    loaded = lift(import_kineto(bytes, name));
+    kineto_import_options kineto_options;
+    if (options.device) kineto_options.device_id = *options.device;
+    loaded = lift(import_kineto(bytes, name, kineto_options));
   } else if (ext == ".csv" || bytes.starts_with("Thread,")) {
     kind = "an RMM log with no allocations or frees";
     loaded = lift(import_rmm_log(bytes, name));
@@ -166,9 +171,9 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
   return loaded;
 }
 
-result<trace, std::string> load_valid_trace(std::string_view source, bool check) {
+result<trace, std::string> load_valid_trace(std::string_view source, bool check, const trace_input_options& options) {
   std::string empty;
-  auto loaded = load_any_trace(source, &empty);
+  auto loaded = load_any_trace(source, &empty, options);
   if (!loaded) return loaded;
   if (loaded.value().events.empty()) {
     return empty.empty() ? fmt::format("'{}' holds no events: nothing to replay", source) : empty;

@@ -4,6 +4,8 @@
 // files gzip-compressed.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,17 +14,26 @@
 
 namespace phasealloc::cli {
 
+/// What to take from a file that holds more than one device (snapshots, profiler traces).
+struct trace_input_options {
+  /// The recorded device (GPU index) to import; default: the importer's choice (a snapshot's first
+  /// device with history, a profiler trace's device with the most memory events).
+  std::optional<std::uint32_t> device;
+};
+
 /// Errors name the source and what is wrong: not a regular file (and what it is instead), 0 bytes,
 /// or the reader's error (file, offset, what was expected). Gzip-compressed files (PyTorch's
 /// profiler writes .json.gz) are decompressed first, whatever their kind. A trace with no events is
 /// returned (dryrun replays every process's recording); `empty_error`, when given, is then set to
 /// what it is ("'x.csv' is an RMM log with no allocations or frees: nothing to replay").
-result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error = nullptr);
+result<trace, std::string> load_any_trace(std::string_view source, std::string* empty_error = nullptr,
+                                          const trace_input_options& options = {});
 
 /// load_any_trace; an error for a trace with no events; then (when `check`) validate(): the error
 /// names the first bad event. replay, report, sweep, export and convert run only traces that pass
 /// (their --no-validate skips the validation).
-result<trace, std::string> load_valid_trace(std::string_view source, bool check = true);
+result<trace, std::string> load_valid_trace(std::string_view source, bool check = true,
+                                            const trace_input_options& options = {});
 
 /// Decompresses gzip (or zlib) data into `out`. Returns "" or an error naming `name`: corrupt or
 /// truncated data, or output above `max_output_bytes` (a decompression bomb).

@@ -61,6 +61,21 @@ struct misuse_report {
 /// which must never read as "no limit".
 result<std::size_t, std::string> memory_limit_bytes(double fraction, std::size_t capacity_bytes);
 
+/// A block of a seed_segment, in address order.
+struct seed_block {
+  std::size_t bytes = 0;
+  block_state state = block_state::free;  ///< allocated, free or unmapped (pending_free reads as free).
+  std::size_t requested_bytes = 0;        ///< allocated: the caller's size.
+};
+
+/// A segment that existed before the engine's history began (a replay seeded from a snapshot).
+struct seed_segment {
+  stream_id stream = 0;
+  bool small = false;       ///< Of the policy's small pool.
+  bool expandable = false;  ///< An expandable reservation: its blocks span it from its first mapped byte.
+  std::vector<seed_block> blocks;
+};
+
 namespace detail {
 class engine_impl;
 }
@@ -85,6 +100,14 @@ class engine {
   void empty_cache();
   /// Runs a release plan now (tools, tests, and the interpose layer's explicit release).
   std::size_t release(const release_plan& plan);
+
+  /// Books `segments` as if they had been made before: each reserved (and mapped) on the device,
+  /// split into its blocks; allocated blocks become live, free ones cached in the pool the policy
+  /// has for that kind (small or not, expandable or not; the first of that smallness otherwise; an
+  /// expandable segment in a pool that is not becomes one segment per mapped run). No device call is
+  /// counted and no policy hook is asked. Only on an engine that holds no segment yet. Returns the
+  /// addresses of the allocated blocks in order, or why the layout cannot be booked.
+  result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
 
   // --- phases ----------------------------------------------------------------------------------
   /// Makes `name` the current phase, remembering the previous one for end_phase().

@@ -42,6 +42,7 @@ trace_summary summarize(const trace& t) {
       case trace_event_op::phase: ++s.phase_changes; break;
       case trace_event_op::empty_cache: ++s.empty_caches; break;
       case trace_event_op::oom: ++s.ooms; break;
+      case trace_event_op::seed_block: break;  // the layout of seeded segments: their bytes count once
       case trace_event_op::segment_alloc:
         if (seeded) {
           ++s.seeded_segments;

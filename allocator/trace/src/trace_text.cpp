@@ -289,7 +289,7 @@ class text_parser {
     if (!op) {
       return error(
           "an op in column 2 (alloc, free, phase, empty_cache, record_stream, segment_alloc, segment_free, "
-          "segment_map, segment_unmap, oom)",
+          "segment_map, segment_unmap, oom, seed_block)",
           fmt::format("'{}'", tokens_[1].text));
     }
     e.op = *op;
@@ -310,10 +310,13 @@ class text_parser {
     }
     if (tokens_.size() == 8) {
       const token& flags = tokens_[7];
-      if (flags.quoted || (flags.text != "-" && flags.text != "seeded")) {
-        return error("flags '-' or 'seeded' in column 8", fmt::format("'{}'", flags.text));
+      const auto parsed = flags.quoted ? std::nullopt : parse_trace_flags(flags.text);
+      if (!parsed) {
+        return error(
+            "flags in column 8: '-' or names joined by '|' (seeded, small_pool, expandable, allocated, unmapped)",
+            fmt::format("'{}'", flags.text));
       }
-      e.flags = flags.text == "seeded" ? trace_flag::seeded : 0;
+      e.flags = *parsed;
     }
     t_.events.push_back(e);
     return {};
@@ -353,7 +356,7 @@ std::string format_trace_text(const trace& t) {
   for (const auto& e : t.events) {
     // Unknown flag bits cannot be spelled in text; they are dropped (validate() rejects them anyway).
     fmt::format_to(std::back_inserter(out), "{} {} {} {} {} {} {} {}", e.time_ns, to_string(e.op), e.alloc_id,
-                   e.bytes, e.stream, e.tag, e.name, (e.flags & trace_flag::seeded) != 0 ? "seeded" : "-");
+                   e.bytes, e.stream, e.tag, e.name, format_trace_flags(e.flags));
     if (e.op == trace_event_op::phase && e.name < t.strings.size()) {
       out += "  # ";
       std::string label;

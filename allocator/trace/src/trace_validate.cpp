@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <unordered_map>
 
 namespace phasealloc {
@@ -36,6 +37,12 @@ class id_book {
       return fmt::format("{} id {} is not live (freed at event {})", noun_, id, it->second.died_at);
     }
     return {};
+  }
+
+  /// The bytes of a live id (0 when not live).
+  std::uint64_t live_bytes(std::uint64_t id) const {
+    const auto it = ids_.find(id);
+    return it == ids_.end() || !it->second.live ? 0 : it->second.bytes;
   }
 
   std::string destroy(std::uint64_t id, std::uint64_t bytes, std::size_t index) {
@@ -73,6 +80,27 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
   id_book segments("segment");
   std::uint64_t last_time_ns = 0;
   bool seen_unseeded = false;
+  // The seeded segment whose seed_block events are being read (its event index), and what they cover.
+  struct open_segment {
+    std::size_t index = 0;
+    std::uint64_t bytes = 0;
+    bool expandable = false;
+    std::uint64_t mapped_bytes = 0;
+    std::size_t blocks = 0;
+  };
+  std::optional<open_segment> layout;
+  std::unordered_map<std::uint64_t, std::size_t> placed;  // allocation id -> its seed_block
+  // Closes the open layout segment: its blocks must cover its mapped bytes exactly.
+  const auto close_layout = [&](std::size_t at, trace_event_op op) -> std::optional<trace_validation_error> {
+    if (layout && layout->blocks > 0 && layout->mapped_bytes != layout->bytes) {
+      return trace_validation_error{
+          at, op,
+          fmt::format("the seed_block events of the seeded segment at event {} cover {} mapped bytes of its {}",
+                      layout->index, layout->mapped_bytes, layout->bytes)};
+    }
+    layout.reset();
+    return std::nullopt;
+  };
 
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const trace_event& e = t.events[i];
@@ -89,9 +117,22 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
       return fail(fmt::format("unknown flag bits {:#x}", e.flags));
     }
     const bool seeded = (e.flags & trace_flag::seeded) != 0;
+    if (e.op != trace_event_op::seed_block) {
+      if (auto closed = close_layout(i, e.op)) {
+        return *closed;
+      }
+    }
+    if ((e.flags & (trace_flag::small_pool | trace_flag::expandable)) != 0 &&
+        !(seeded && e.op == trace_event_op::segment_alloc)) {
+      return fail("only a seeded segment_alloc may be flagged small_pool or expandable");
+    }
+    if ((e.flags & (trace_flag::allocated | trace_flag::unmapped)) != 0 && e.op != trace_event_op::seed_block) {
+      return fail("only a seed_block may be flagged allocated or unmapped");
+    }
     if (seeded) {
-      if (e.op != trace_event_op::alloc && e.op != trace_event_op::segment_alloc) {
-        return fail("only alloc and segment_alloc may be seeded");
+      if (e.op != trace_event_op::alloc && e.op != trace_event_op::segment_alloc &&
+          e.op != trace_event_op::seed_block) {
+        return fail("only alloc, segment_alloc and seed_block may be seeded");
       }
       if (seen_unseeded) {
         return fail("a seeded event follows an unseeded one (seeded events come first)");
@@ -114,7 +155,49 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
       case trace_event_op::alloc: problem = allocs.create(e.alloc_id, e.bytes, i); break;
       case trace_event_op::free: problem = allocs.destroy(e.alloc_id, e.bytes, i); break;
       case trace_event_op::record_stream: problem = allocs.check_live(e.alloc_id); break;
-      case trace_event_op::segment_alloc: problem = segments.create(e.alloc_id, e.bytes, i); break;
+      case trace_event_op::segment_alloc:
+        problem = segments.create(e.alloc_id, e.bytes, i);
+        if (seeded) {
+          layout = open_segment{i, e.bytes, (e.flags & trace_flag::expandable) != 0, 0, 0};
+        }
+        break;
+      case trace_event_op::seed_block: {
+        const bool allocated = (e.flags & trace_flag::allocated) != 0;
+        const bool unmapped = (e.flags & trace_flag::unmapped) != 0;
+        if (t.version < trace_format_version_layout) {
+          problem = fmt::format("seed_block needs trace version {} (this trace is version {})",
+                                trace_format_version_layout, t.version);
+        } else if (!seeded || !layout) {
+          problem = "a seed_block must be seeded and follow a seeded segment_alloc or another seed_block";
+        } else if (e.bytes == 0 || e.bytes > trace_max_event_bytes) {
+          problem = fmt::format("a block of {} bytes (it must hold 1 byte to 1 PiB)", e.bytes);
+        } else if (allocated && unmapped) {
+          problem = "a block cannot be both allocated and unmapped";
+        } else if (unmapped && !layout->expandable) {
+          problem = fmt::format("an unmapped block in the seeded segment at event {}, which is not expandable",
+                                layout->index);
+        } else if (allocated) {
+          const std::uint64_t requested = allocs.live_bytes(e.alloc_id);
+          if (auto live = allocs.check_live(e.alloc_id); !live.empty()) {
+            problem = live;
+          } else if (const auto [it, fresh] = placed.try_emplace(e.alloc_id, i); !fresh) {
+            problem = fmt::format("allocation id {} is already placed by the seed_block at event {}", e.alloc_id,
+                                  it->second);
+          } else if (e.bytes < requested) {
+            problem = fmt::format("a block of {} bytes holds allocation id {} of {} bytes", e.bytes, e.alloc_id,
+                                  requested);
+          }
+        }
+        if (problem.empty() && layout) {
+          ++layout->blocks;
+          layout->mapped_bytes += unmapped ? 0 : e.bytes;
+          if (layout->mapped_bytes > layout->bytes) {
+            problem = fmt::format("the blocks of the seeded segment at event {} exceed its {} mapped bytes",
+                                  layout->index, layout->bytes);
+          }
+        }
+        break;
+      }
       case trace_event_op::segment_free: problem = segments.destroy(e.alloc_id, e.bytes, i); break;
       case trace_event_op::phase:
         if (e.name >= t.strings.size()) {
@@ -130,6 +213,9 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
     if (!problem.empty()) {
       return fail(std::move(problem));
     }
+  }
+  if (auto closed = close_layout(t.events.size(), trace_event_op::seed_block)) {
+    return *closed;
   }
   return std::monostate{};
 }

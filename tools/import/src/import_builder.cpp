@@ -2,6 +2,8 @@
 
 #include "phasealloc/trace/trace_validate.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -70,6 +72,7 @@ void import_builder::destroy(book& b, trace_event_op op, std::uint64_t addr, std
     id = b.objects.size();
     b.objects.push_back(object{addr, bytes, ordinal, true});
   }
+  b.objects[id].referenced = true;
   // The free carries the allocation's own size, so the trace validates even when a format
   // reports a different size on the free (profilers report the block size).
   push(op, id, b.objects[id].bytes, ordinal);
@@ -82,6 +85,10 @@ void import_builder::seed_if_dead(book& b, std::uint64_t addr, std::uint64_t byt
   const std::uint64_t id = b.objects.size();
   b.objects.push_back(object{addr, bytes, stream_ordinal(stream), true});
   b.live.emplace(addr, id);
+}
+
+void import_builder::seed_anonymous(book& b, std::uint64_t bytes, std::uint64_t stream) {
+  b.objects.push_back(object{UINT64_MAX, bytes, stream_ordinal(stream), true, false});
 }
 
 void import_builder::alloc(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream) {
@@ -115,6 +122,11 @@ void import_builder::live_at_end_segment(std::uint64_t addr, std::uint64_t bytes
   seed_if_dead(segments_, addr, bytes, stream);
 }
 
+void import_builder::seed_alloc(std::uint64_t bytes, std::uint64_t stream) { seed_anonymous(allocs_, bytes, stream); }
+void import_builder::seed_segment(std::uint64_t bytes, std::uint64_t stream) {
+  seed_anonymous(segments_, bytes, stream);
+}
+
 std::vector<std::uint64_t> import_builder::final_ids(const book& b, std::vector<std::uint64_t>& seeded_order) {
   seeded_order.clear();
   for (std::uint64_t id = 0; id < b.objects.size(); ++id) {
@@ -123,7 +135,11 @@ std::vector<std::uint64_t> import_builder::final_ids(const book& b, std::vector<
     }
   }
   std::stable_sort(seeded_order.begin(), seeded_order.end(),
-                   [&](std::uint64_t x, std::uint64_t y) { return b.objects[x].addr < b.objects[y].addr; });
+                   [&](std::uint64_t x, std::uint64_t y) {
+                     const object& a = b.objects[x];
+                     const object& c = b.objects[y];
+                     return a.has_address != c.has_address ? a.has_address : a.addr < c.addr;
+                   });
   std::vector<std::uint64_t> ids(b.objects.size());
   std::uint64_t next = 0;
   for (const std::uint64_t id : seeded_order) {
@@ -135,6 +151,63 @@ std::vector<std::uint64_t> import_builder::final_ids(const book& b, std::vector<
     }
   }
   return ids;
+}
+
+void import_builder::set_layout(std::vector<layout_segment> layout) { layout_ = std::move(layout); }
+
+bool import_builder::emit_layout(std::vector<trace_event>& events, const std::vector<std::uint64_t>& alloc_ids,
+                                 const std::vector<std::uint64_t>& segment_ids, std::vector<bool>& segment_done) {
+  std::unordered_map<std::uint64_t, std::uint64_t> seeded_alloc_at;  // addr -> final id
+  for (std::uint64_t id = 0; id < allocs_.objects.size(); ++id) {
+    const object& o = allocs_.objects[id];
+    if (o.seeded && o.has_address) seeded_alloc_at.emplace(o.addr, alloc_ids[id]);
+  }
+  std::unordered_map<std::uint64_t, std::uint64_t> seeded_segment_at;  // addr -> provisional id
+  for (std::uint64_t id = 0; id < segments_.objects.size(); ++id) {
+    const object& o = segments_.objects[id];
+    if (o.seeded && o.has_address) seeded_segment_at.emplace(o.addr, id);
+  }
+  for (const layout_segment& s : *layout_) {
+    for (const layout_block& b : s.blocks) {
+      if (b.allocated && !seeded_alloc_at.contains(b.addr)) {
+        layout_note_ = fmt::format("not used: the block at {:#x} is live at the start of the layout but not a "
+                                   "seeded allocation",
+                                   b.addr);
+        return false;
+      }
+    }
+  }
+  std::uint64_t next_segment_id = segments_.objects.size();
+  for (const layout_segment& s : *layout_) {
+    // The segment's id: that of the seeded segment at one of its addresses, so later events naming
+    // it still match; the other seeded runs of an expandable reservation are folded into it.
+    std::optional<std::uint64_t> id;
+    std::vector<std::uint64_t> addrs = s.run_addrs;
+    addrs.push_back(s.addr);
+    for (const std::uint64_t a : addrs) {
+      const auto it = seeded_segment_at.find(a);
+      if (it == seeded_segment_at.end() || segment_done[it->second]) continue;
+      segment_done[it->second] = true;
+      if (!id) id = segment_ids[it->second];
+    }
+    trace_event seg;
+    seg.op = trace_event_op::segment_alloc;
+    seg.flags = trace_flag::seeded | (s.small ? trace_flag::small_pool : 0) | (s.expandable ? trace_flag::expandable : 0);
+    seg.alloc_id = id ? *id : next_segment_id++;
+    seg.bytes = s.mapped_bytes;
+    seg.stream = stream_ordinal(s.stream);
+    events.push_back(seg);
+    for (const layout_block& b : s.blocks) {
+      trace_event e;
+      e.op = trace_event_op::seed_block;
+      e.flags = trace_flag::seeded | (b.allocated ? trace_flag::allocated : 0) | (b.unmapped ? trace_flag::unmapped : 0);
+      e.alloc_id = b.allocated ? seeded_alloc_at[b.addr] : 0;
+      e.bytes = b.bytes;
+      e.stream = seg.stream;
+      events.push_back(e);
+    }
+  }
+  return true;
 }
 
 trace import_builder::finish() {
@@ -154,6 +227,27 @@ trace import_builder::finish() {
     e.stream = o.stream;
     events.push_back(e);
   };
+  if (layout_) {
+    // Allocations first: the layout's blocks name them.
+    std::vector<trace_event> layout_events;
+    std::vector<bool> segment_done(segments_.objects.size(), false);
+    if (emit_layout(layout_events, alloc_ids, segment_ids, segment_done)) {
+      for (const std::uint64_t id : seeded_allocs) {
+        seed(trace_event_op::alloc, allocs_.objects[id], alloc_ids[id]);
+      }
+      // Seeded segments outside the layout that a later event names (none when the layout is whole).
+      for (const std::uint64_t id : seeded_segments) {
+        if (!segment_done[id] && segments_.objects[id].referenced) {
+          seed(trace_event_op::segment_alloc, segments_.objects[id], segment_ids[id]);
+        }
+      }
+      events.insert(events.end(), layout_events.begin(), layout_events.end());
+      trace_.version = trace_format_version_layout;
+      layout_note_ = fmt::format("used: {} segments", layout_->size());
+      seeded_segments.clear();
+      seeded_allocs.clear();
+    }
+  }
   // Segments first: the blocks live inside them.
   for (const std::uint64_t id : seeded_segments) {
     seed(trace_event_op::segment_alloc, segments_.objects[id], segment_ids[id]);
@@ -174,8 +268,16 @@ trace import_builder::finish() {
   }
   trace_.events = std::move(events);
   trace_.meta.stream_count = static_cast<std::uint32_t>(streams_.size());
-  set_property(trace_.meta, "import.seeded_allocs", std::to_string(seeded_allocs.size()));
-  set_property(trace_.meta, "import.seeded_segments", std::to_string(seeded_segments.size()));
+  std::size_t seeded_alloc_count = 0;
+  std::size_t seeded_segment_count = 0;
+  for (const trace_event& e : trace_.events) {
+    if ((e.flags & trace_flag::seeded) == 0) break;
+    seeded_alloc_count += e.op == trace_event_op::alloc ? 1 : 0;
+    seeded_segment_count += e.op == trace_event_op::segment_alloc ? 1 : 0;
+  }
+  set_property(trace_.meta, "import.seeded_allocs", std::to_string(seeded_alloc_count));
+  set_property(trace_.meta, "import.seeded_segments", std::to_string(seeded_segment_count));
+  if (layout_ || !layout_note_.empty()) set_property(trace_.meta, "import.layout", layout_note_);
   set_property(trace_.meta, "import.implicit_frees", std::to_string(implicit_frees_));
   set_property(trace_.meta, "import.clamped_times", std::to_string(clamped_times_));
   return std::move(trace_);

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "phasealloc/status.hpp"
 #include "phasealloc/trace/trace_error.hpp"
 #include "phasealloc/trace/trace_format.hpp"
+#include "start_layout.hpp"
 
 namespace phasealloc::detail {
 
@@ -48,6 +51,17 @@ class import_builder {
   /// End-of-recording state: seeds the block / segment when its address is not live.
   void live_at_end_alloc(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream);
   void live_at_end_segment(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream);
+  /// Seeds an allocation / segment with no address (a baseline known only by its size: the bytes a
+  /// profiler reports live before its first event). Numbered after the seeded ones with addresses.
+  void seed_alloc(std::uint64_t bytes, std::uint64_t stream);
+  void seed_segment(std::uint64_t bytes, std::uint64_t stream);
+
+  /// The allocator's layout when recording began (start_layout.hpp): finish() writes it as seeded
+  /// segments with seed_block events (a version 2 trace) when every allocated block in it is a
+  /// seeded allocation at the same address; else as before, and "import.layout" says why not.
+  void set_layout(std::vector<layout_segment> layout);
+  /// The layout could not be known: why ("import.layout" = "not used: <why>").
+  void layout_unknown(std::string_view why) { layout_note_ = "not used: " + std::string(why); }
 
   /// The trace, with import.* counts added to the metadata properties.
   trace finish();
@@ -58,6 +72,8 @@ class import_builder {
     std::uint64_t bytes = 0;
     std::uint32_t stream = 0;
     bool seeded = false;
+    bool has_address = true;
+    bool referenced = false;  // seeded: a later event names it
   };
   struct book {
     std::vector<object> objects;                               // by provisional id
@@ -70,9 +86,16 @@ class import_builder {
               std::uint64_t stream);
   void destroy(book& b, trace_event_op op, std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream);
   void seed_if_dead(book& b, std::uint64_t addr, std::uint64_t bytes, std::uint64_t stream);
+  void seed_anonymous(book& b, std::uint64_t bytes, std::uint64_t stream);
   static std::vector<std::uint64_t> final_ids(const book& b, std::vector<std::uint64_t>& seeded_order);
 
+  /// Emits the layout's segments and blocks; false (nothing emitted) when it does not match the seeds.
+  bool emit_layout(std::vector<trace_event>& events, const std::vector<std::uint64_t>& alloc_ids,
+                   const std::vector<std::uint64_t>& segment_ids, std::vector<bool>& segment_done);
+
   trace trace_;
+  std::optional<std::vector<layout_segment>> layout_;
+  std::string layout_note_;
   book allocs_;
   book segments_;
   std::unordered_map<std::uint64_t, std::uint32_t> streams_;

@@ -6,7 +6,9 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "file_bytes.hpp"
@@ -54,11 +56,42 @@ std::optional<std::int64_t> arg_int(const json& args, const char* key) {
 }
 
 struct memory_record {
+  std::size_t index = 0;  // among memory events, for errors
   double ts_us = 0;
   bool oom = false;
   std::uint64_t addr = 0;
   std::int64_t bytes = 0;
+  std::optional<std::int64_t> total_allocated;
+  std::optional<std::int64_t> total_reserved;
 };
+
+/// The device with the most memory events (the lowest id among equals).
+std::int64_t busiest_device(const std::map<std::int64_t, std::vector<memory_record>>& by_device) {
+  std::int64_t best = 0;
+  std::size_t best_count = 0;
+  for (const auto& [id, records] : by_device) {
+    if (records.size() > best_count) {
+      best = id;
+      best_count = records.size();
+    }
+  }
+  return best;
+}
+
+/// Bytes the recording frees without having allocated them (the allocations the builder seeds).
+std::uint64_t seeded_by_frees(const std::vector<memory_record>& records) {
+  std::unordered_set<std::uint64_t> live;
+  std::uint64_t bytes = 0;
+  for (const memory_record& r : records) {
+    if (r.oom || r.bytes == 0) continue;
+    if (r.bytes > 0) {
+      live.insert(r.addr);
+    } else if (live.erase(r.addr) == 0) {
+      bytes += static_cast<std::uint64_t>(-r.bytes);
+    }
+  }
+  return bytes;
+}
 
 }  // namespace
 
@@ -96,10 +129,7 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
     return error(0, "a Chrome trace (an object with 'traceEvents', or an array of events)", doc.type_name());
   }
 
-  std::vector<memory_record> records;
-  std::optional<std::int64_t> device = options.device_id;
-  std::int64_t peak_allocated = 0;
-  std::int64_t peak_reserved = 0;
+  std::map<std::int64_t, std::vector<memory_record>> by_device;  // CUDA device id -> its events
   std::size_t index = 0;
   for (const json& event : *events) {
     if (!event.is_object() || !is_kept_event(event)) {
@@ -122,22 +152,20 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
     if (*type != cuda_device_type) {
       continue;
     }
-    if (!device) {
-      device = *id;
-    }
-    if (*id != *device) {
-      continue;
-    }
     const auto ts = event.find("ts");
     if (ts == event.end() || !ts->is_number() || !(ts->get<double>() >= 0.0) || ts->get<double>() > 1.8e16) {
       return bad("a non-negative number 'ts' (microseconds)");
     }
     memory_record r;
+    r.index = k;
     r.ts_us = ts->get<double>();
     r.oom = event["name"].get_ref<const std::string&>() == oom_event;
     const auto bytes = arg_int(args, "Bytes");
     if (!bytes || *bytes == INT64_MIN) {
       return bad("an integer 'Bytes' arg");
+    }
+    if (r.oom && *bytes < 0) {
+      return bad(fmt::format("a non-negative 'Bytes' (the size that did not fit), not {}", *bytes));
     }
     r.bytes = *bytes;
     if (!r.oom) {
@@ -147,17 +175,62 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
       }
       r.addr = static_cast<std::uint64_t>(*addr);
     }
-    peak_allocated = std::max(peak_allocated, arg_int(args, "Total Allocated").value_or(0));
-    peak_reserved = std::max(peak_reserved, arg_int(args, "Total Reserved").value_or(0));
-    records.push_back(r);
+    for (const char* key : {"Total Allocated", "Total Reserved"}) {
+      const auto total = arg_int(args, key);
+      if (args.contains(key) && !total) {
+        return bad(fmt::format("an integer '{}' arg", key));
+      }
+      if (total && *total < 0) {
+        return bad(fmt::format("a non-negative '{}' (a byte count), not {}", key, *total));
+      }
+      (std::string_view(key) == "Total Allocated" ? r.total_allocated : r.total_reserved) = total;
+    }
+    by_device[*id].push_back(r);
   }
+  const std::int64_t device = options.device_id.value_or(busiest_device(by_device));
+  std::vector<memory_record> records = std::move(by_device[device]);
   std::stable_sort(records.begin(), records.end(),
                    [](const memory_record& a, const memory_record& b) { return a.ts_us < b.ts_us; });
 
   detail::import_builder builder{trace_metadata{}};
+  // The baseline: bytes live before the first event (its Total Allocated less its own change) that
+  // no free in the recording accounts for are one seeded allocation, live throughout.
+  std::uint64_t baseline_bytes = 0;
+  std::uint64_t unattributed_bytes = 0;
+  if (!records.empty() && records.front().total_allocated) {
+    const memory_record& first = records.front();
+    const std::int64_t before = *first.total_allocated - (first.oom ? 0 : first.bytes);
+    baseline_bytes = before > 0 ? static_cast<std::uint64_t>(before) : 0;
+    const std::uint64_t seeded = seeded_by_frees(records);
+    unattributed_bytes = baseline_bytes > seeded ? baseline_bytes - seeded : 0;
+    if (unattributed_bytes > 0) {
+      builder.seed_alloc(unattributed_bytes, 0);
+    }
+  }
+  // Reserved as recorded: Total Reserved of the first event is a seeded segment, each later change a
+  // segment_map (growth) or segment_unmap (release) just before the event that reports it.
+  std::optional<std::int64_t> reserved;
+  std::int64_t peak_allocated = 0;
+  std::int64_t peak_reserved = 0;
+  std::uint64_t reserved_at_start = 0;
   std::uint64_t zero_sized = 0;
   for (const memory_record& r : records) {
     builder.set_time_ns(static_cast<std::uint64_t>(std::llround(r.ts_us * 1000.0)));
+    peak_allocated = std::max(peak_allocated, r.total_allocated.value_or(0));
+    if (r.total_reserved) {
+      peak_reserved = std::max(peak_reserved, *r.total_reserved);
+      if (!reserved) {
+        reserved_at_start = static_cast<std::uint64_t>(*r.total_reserved);
+        if (reserved_at_start > 0) {
+          builder.seed_segment(reserved_at_start, 0);
+        }
+      } else if (*r.total_reserved > *reserved) {
+        builder.segment_map(static_cast<std::uint64_t>(*r.total_reserved - *reserved), 0);
+      } else if (*r.total_reserved < *reserved) {
+        builder.segment_unmap(static_cast<std::uint64_t>(*reserved - *r.total_reserved), 0);
+      }
+      reserved = r.total_reserved;
+    }
     const std::uint64_t magnitude = r.bytes < 0 ? static_cast<std::uint64_t>(-r.bytes) : static_cast<std::uint64_t>(r.bytes);
     if (r.oom) {
       builder.oom(magnitude, 0);
@@ -175,14 +248,30 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
     const auto props = doc.find("deviceProperties");
     if (props != doc.end() && props->is_array()) {
       for (const json& p : *props) {
-        if (p.is_object() && arg_int(p, "id") == device.value_or(0)) {
+        if (p.is_object() && arg_int(p, "id") == device) {
           t.meta.device_capacity_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(
               arg_int(p, "totalGlobalMem").value_or(0), 0));
         }
       }
     }
   }
-  set_property(t.meta, "kineto.device_id", std::to_string(device.value_or(0)));
+  std::string devices;
+  for (const auto& [id, list] : by_device) {
+    if (!list.empty() || id == device) {
+      devices += fmt::format("{}{}:{}", devices.empty() ? "" : ",", id, id == device ? records.size() : list.size());
+    }
+  }
+  set_property(t.meta, "kineto.device_id", std::to_string(device));
+  set_property(t.meta, "kineto.device_choice", options.device_id ? "asked for" : "the most memory events");
+  set_property(t.meta, "kineto.devices", devices);
+  set_property(t.meta, "kineto.baseline_bytes", std::to_string(baseline_bytes));
+  set_property(t.meta, "kineto.baseline_unattributed_bytes", std::to_string(unattributed_bytes));
+  if (reserved) {
+    set_property(t.meta, "recorded.source", "kineto Total Reserved");
+    set_property(t.meta, "recorded.reserved_at_start_bytes", std::to_string(reserved_at_start));
+    set_property(t.meta, "recorded.peak_reserved_bytes", std::to_string(peak_reserved));
+    set_property(t.meta, "recorded.reserved_at_end_bytes", std::to_string(*reserved));
+  }
   set_property(t.meta, "kineto.memory_events", std::to_string(records.size()));
   set_property(t.meta, "kineto.zero_sized_events", std::to_string(zero_sized));
   set_property(t.meta, "kineto.peak_total_allocated_bytes", std::to_string(peak_allocated));

@@ -7,6 +7,7 @@
 
 #include "file_bytes.hpp"
 #include "import_builder.hpp"
+#include "start_layout.hpp"
 
 namespace phasealloc {
 namespace {
@@ -16,6 +17,24 @@ constexpr std::size_t max_frames_scanned = 1024;
 // a snapshot's, and looking keys up in it once per shared reference would be quadratic.
 constexpr std::size_t max_dict_entries = 64;
 constexpr std::size_t max_layout_probe_blocks = 64;
+
+std::size_t summarize_seeded(const trace& t) {
+  std::size_t n = 0;
+  for (const trace_event& e : t.events) {
+    if ((e.flags & trace_flag::seeded) == 0) break;
+    ++n;
+  }
+  return n;
+}
+
+std::size_t seeded_events(const trace& t) {
+  std::size_t n = 0;
+  for (const trace_event& e : t.events) {
+    if ((e.flags & trace_flag::seeded) == 0) break;
+    ++n;
+  }
+  return n;
+}
 
 class snapshot_walker {
  public:
@@ -71,6 +90,20 @@ class snapshot_walker {
       return std::move(*error_);
     }
 
+    if (!options_.recorded_layout) {
+      // seeded segments and allocations only (version 1)
+    } else if (segments.valid()) {
+      auto start = layout_.build();
+      if (start && !start.value().empty()) {
+        builder_.set_layout(std::move(start).value());
+      } else if (start) {
+        builder_.layout_unknown("no segment was live when the history began");
+      } else {
+        builder_.layout_unknown(start.error());
+      }
+    } else {
+      builder_.layout_unknown("the snapshot has no 'segments'");
+    }
     trace t = builder_.finish();
     t.meta.source = fmt::format("pytorch snapshot {}", source_);
     set_property(t.meta, "pytorch.layout", layout);
@@ -80,6 +113,20 @@ class snapshot_walker {
     set_property(t.meta, "import.ignored_actions", std::to_string(ignored_actions_));
     set_property(t.meta, "pytorch.deferred_frees", std::to_string(deferred_frees_ + pending_frees_));
     set_property(t.meta, "import.reserved_at_end_bytes", std::to_string(reserved_at_end_bytes));
+    set_property(t.meta, "recorded.source", "snapshot segments and history");
+    set_property(t.meta, "recorded.segments_at_end", std::to_string(segments_at_end_));
+    set_property(t.meta, "pytorch.pending_free_blocks_at_end", std::to_string(pending_free_blocks_));
+    const std::string* layout_note = find_property(t.meta, "import.layout");
+    const bool from_layout = t.version >= trace_format_version_layout;
+    set_property(t.meta, "snapshot.start",
+                 entries.size() == 0 ? (from_layout ? "state only (no history): the pytorch model holds its segments"
+                                                    : "state only (no history)")
+                 : from_layout       ? "history begins with segments live: the pytorch model starts from the "
+                                       "recorded layout"
+                 : seeded_events(t) == 0
+                     ? "history begins from an empty allocator"
+                     : fmt::format("history begins with segments live; recorded layout {}",
+                                   layout_note != nullptr ? *layout_note : "not used"));
     if (settings.is_dict()) {
       record_settings(settings, t.meta);
     }
@@ -97,8 +144,9 @@ class snapshot_walker {
     return *error_;
   }
   bool failed(pickle_ref at, std::string_view path, std::string_view expected,
-              std::optional<std::uint64_t> offset = std::nullopt) {
+              std::optional<std::uint64_t> offset = std::nullopt, std::optional<std::string> found = std::nullopt) {
     error_ = make_error(at, path, expected, offset);
+    if (found) error_->found = *found;
     return false;
   }
 
@@ -311,6 +359,14 @@ class snapshot_walker {
       const bool completes_previous = action == "free_completed" && previous_free_requested_ &&
                                       *previous_free_requested_ == entry.get("addr").as_int();
       previous_free_requested_.reset();
+      using act = detail::start_layout::action;
+      const auto entry_addr = static_cast<std::uint64_t>(std::max<std::int64_t>(entry.get("addr").as_int(), 0));
+      if (action == "alloc") layout_.history(act::alloc, addr, size, stream_handle, path);
+      if (action == "free_requested") layout_.history(act::free_requested, addr, size, stream_handle, path);
+      if (action == "segment_alloc") layout_.history(act::segment_alloc, addr, size, stream_handle, path);
+      if (action == "segment_free") layout_.history(act::segment_free, addr, size, stream_handle, path);
+      if (action == "segment_map") layout_.history(act::segment_map, entry_addr, size, stream_handle, path);
+      if (action == "segment_unmap") layout_.history(act::segment_unmap, entry_addr, size, stream_handle, path);
       if (action == "alloc") {
         builder_.alloc(addr, size, stream_handle);
       } else if (action == "free_requested") {
@@ -367,7 +423,15 @@ class snapshot_walker {
         return false;
       }
       reserved_at_end_bytes += total_size;
+      ++segments_at_end_;
       builder_.live_at_end_segment(address, total_size, static_cast<std::uint64_t>(stream));
+      const pickle_ref type = seg.get("segment_type");
+      const bool small = type.is_str() ? type.as_str() == "small" : total_size <= (std::uint64_t{2} << 20);
+      const pickle_ref expandable = seg.get("is_expandable");
+      layout_.end_segment(address, total_size, static_cast<std::uint64_t>(stream), small,
+                          expandable.valid() && expandable.as_int() != 0);
+      seg_start_ = address;
+      seg_end_ = address + total_size;
       const pickle_ref blocks = seg.get("blocks");
       if (!blocks.valid()) {
         continue;
@@ -399,8 +463,16 @@ class snapshot_walker {
         !size_field(block, "address", path, static_cast<std::int64_t>(running), address)) {
       return false;
     }
+    if (address < running || address > seg_end_ || size > seg_end_ - address) {
+      return failed(block, path,
+                    fmt::format("a block inside its segment [{:#x}, +{}) after the block before it (ending at {:#x})",
+                                seg_start_, seg_end_ - seg_start_, running),
+                    std::nullopt, fmt::format("a block of {} bytes at {:#x}", size, address));
+    }
     running = address + size;
-    if (block.get("state").as_str() != "active_allocated") {
+    const std::string_view state = block.get("state").as_str();
+    pending_free_blocks_ += state == "active_pending_free" ? 1 : 0;
+    if (state != "active_allocated") {
       return true;
     }
     std::uint64_t requested = size;
@@ -417,6 +489,7 @@ class snapshot_walker {
       }
     }
     builder_.live_at_end_alloc(address, requested, stream);
+    layout_.end_block(address, size, requested);
     return true;
   }
 
@@ -467,6 +540,11 @@ class snapshot_walker {
   std::string current_phase_;
   std::string phase_source_ = "none";
   std::optional<trace_error> error_;
+  detail::start_layout layout_;
+  std::uint64_t seg_start_ = 0;
+  std::uint64_t seg_end_ = UINT64_MAX;
+  std::size_t segments_at_end_ = 0;
+  std::size_t pending_free_blocks_ = 0;
 };
 
 }  // namespace

@@ -67,6 +67,47 @@ class address_book {
   std::unordered_map<std::uint64_t, device_address> sparse_;
 };
 
+/// The trace's recorded layout as engine seed segments, with the allocation id of each allocated
+/// block in order (the ids the engine's returned addresses belong to).
+std::vector<seed_segment> recorded_layout(const trace& t, std::vector<std::uint64_t>& allocated_ids) {
+  std::vector<seed_segment> out;
+  std::unordered_map<std::uint64_t, std::uint64_t> requested;  // seeded allocation id -> bytes
+  bool any_block = false;
+  for (const trace_event& e : t.events) {
+    if ((e.flags & trace_flag::seeded) == 0) break;
+    if (e.op == trace_event_op::alloc) requested[e.alloc_id] = e.bytes;
+    any_block = any_block || e.op == trace_event_op::seed_block;
+  }
+  if (!any_block) return out;
+  bool open = false;
+  for (const trace_event& e : t.events) {
+    if ((e.flags & trace_flag::seeded) == 0) break;
+    if (e.op == trace_event_op::segment_alloc) {
+      open = false;
+      seed_segment s;
+      s.stream = e.stream;
+      s.small = (e.flags & trace_flag::small_pool) != 0;
+      s.expandable = (e.flags & trace_flag::expandable) != 0;
+      out.push_back(std::move(s));
+      open = true;
+    } else if (e.op == trace_event_op::seed_block && open) {
+      seed_block b;
+      b.bytes = e.bytes;
+      if ((e.flags & trace_flag::allocated) != 0) {
+        b.state = block_state::allocated;
+        b.requested_bytes = requested[e.alloc_id];
+        allocated_ids.push_back(e.alloc_id);
+      } else {
+        b.state = (e.flags & trace_flag::unmapped) != 0 ? block_state::unmapped : block_state::free;
+      }
+      out.back().blocks.push_back(b);
+    }
+  }
+  // A seeded segment with no blocks (a baseline known by its size only) is not part of the layout.
+  std::erase_if(out, [](const seed_segment& s) { return s.blocks.empty(); });
+  return out;
+}
+
 }  // namespace
 
 sim_cost default_replay_cost() {
@@ -118,9 +159,24 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   segments.events = options.record_segments ? &out.segment_events : nullptr;
   segments.observer = options.observer;
   address_book addresses(t);
+  std::unordered_map<std::uint64_t, bool> placed_by_layout;  // seeded allocation ids the layout placed
+  const bool use_layout = options.use_recorded_layout.value_or(pol->spec().starts_with("pytorch"));
   const auto started = std::chrono::steady_clock::now();
   {
     engine eng(dev, *pol, engine_options{.strict = false, .check_invariants = options.check_invariants});
+    if (use_layout) {
+      std::vector<std::uint64_t> ids;
+      const std::vector<seed_segment> layout = recorded_layout(t, ids);
+      if (!layout.empty()) {
+        auto seeded = eng.seed(layout);
+        if (!seeded) return fmt::format("the trace's recorded layout: {}", seeded.error());
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+          addresses.set(ids[k], seeded.value()[k]);
+          placed_by_layout.emplace(ids[k], true);
+        }
+        out.seeded_segments = layout.size();
+      }
+    }
     if (options.record_segments || options.observer != nullptr) eng.set_trace_sink(&segments);
 
     const std::size_t n = t.events.size();
@@ -130,11 +186,37 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     std::string current_phase = "unphased";
     out.bands.push_back({current_phase, 0, 0, 0, 0});
 
+    recorded_comparison& rec = out.recorded;
+    std::size_t recorded_level = 0;
+    std::size_t recorded_segments = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const trace_event& e = t.events[i];
       if (options.clock_ns != nullptr) *options.clock_ns = e.time_ns;
+      switch (e.op) {  // the recording's own reserved level
+        case trace_event_op::segment_alloc:
+          recorded_level += e.bytes;
+          ++recorded_segments;
+          rec.available = true;
+          break;
+        case trace_event_op::segment_map:
+          recorded_level += e.bytes;
+          rec.available = true;
+          break;
+        case trace_event_op::segment_free:
+          recorded_level -= std::min<std::size_t>(recorded_level, e.bytes);
+          recorded_segments -= recorded_segments > 0 ? 1 : 0;
+          rec.available = true;
+          break;
+        case trace_event_op::segment_unmap:
+          recorded_level -= std::min<std::size_t>(recorded_level, e.bytes);
+          rec.available = true;
+          break;
+        default: break;
+      }
+      rec.recorded_peak_reserved_bytes = std::max(rec.recorded_peak_reserved_bytes, recorded_level);
       switch (e.op) {
         case trace_event_op::alloc: {
+          if ((e.flags & trace_flag::seeded) != 0 && placed_by_layout.contains(e.alloc_id)) break;
           auto r = eng.allocate(e.bytes, e.stream, e.tag);
           if (r) addresses.set(e.alloc_id, r.value());
           break;
@@ -167,6 +249,19 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
         default:  // the recording allocator's own segment events and OOMs: not followed
           break;
       }
+      if (rec.available && (e.op == trace_event_op::alloc || e.op == trace_event_op::free) &&
+          (e.flags & trace_flag::seeded) == 0) {
+        const std::size_t modelled = eng.levels().reserved_bytes;
+        if (modelled != recorded_level) {
+          const reserved_divergence d{i, e.time_ns, e.op, recorded_level, modelled};
+          const auto gap = [](const reserved_divergence& x) {
+            return x.modelled_bytes > x.recorded_bytes ? x.modelled_bytes - x.recorded_bytes
+                                                       : x.recorded_bytes - x.modelled_bytes;
+          };
+          if (!rec.first_divergence) rec.first_divergence = d;
+          if (!rec.largest_divergence || gap(d) > gap(*rec.largest_divergence)) rec.largest_divergence = d;
+        }
+      }
       if (stride != 0) {
         const memory_levels l = eng.levels();
         window.allocated_bytes = std::max(window.allocated_bytes, l.allocated_bytes);
@@ -180,6 +275,8 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
       }
       if (options.progress && (i + 1) % progress_every == 0) options.progress(i + 1, n);
     }
+    rec.recorded_final_reserved_bytes = recorded_level;
+    rec.recorded_final_segments = recorded_segments;
     out.bands.back().end_event = n;
     out.bands.back().end_ns = n == 0 ? 0 : t.events.back().time_ns;
     if (out.bands.front().first_event == out.bands.front().end_event && out.bands.size() > 1) {
@@ -190,6 +287,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     out.peak_reserved_bytes = static_cast<std::size_t>(s.reserved_bytes[stat_type::all].peak);
     out.peak_allocated_bytes = static_cast<std::size_t>(s.allocated_bytes[stat_type::all].peak);
     out.peak_requested_bytes = static_cast<std::size_t>(s.requested_bytes[stat_type::all].peak);
+    out.final_segments = static_cast<std::size_t>(s.segment[stat_type::all].current);
     out.device_allocs = s.num_device_alloc;
     out.device_frees = s.num_device_free;
     out.device_maps = s.num_device_map;

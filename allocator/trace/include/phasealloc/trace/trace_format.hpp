@@ -24,11 +24,20 @@
 //   segment_map    segment id when known     bytes mapped       yes     -    -
 //   segment_unmap  segment id when known     bytes unmapped     yes     -    -
 //   oom            -                         requested size     yes     -    -
+//   seed_block     id of the allocation in   block size         yes     -    -
+//                  it (allocated), else 0
 //
 //   Allocation ids and segment ids are separate namespaces. Segment events are what the recording
 //   allocator observed (device calls); a replay does not follow them, it may compare against them.
 //   `flags & trace_flag::seeded` marks an allocation or segment that already existed when
 //   recording began (a snapshot taken mid-run); seeded events come first, at time 0.
+//   Recorded layout (version 2): a seeded segment_alloc may be followed by seed_block events, its
+//   blocks in address order, tiling it exactly: the allocator's layout when recording began. Its
+//   flags say which pool (small_pool) and whether it is an expandable reservation (expandable); its
+//   bytes are then the mapped bytes and its blocks (mapped or `unmapped`) tile the reservation's
+//   span from its first mapped byte. A block flagged `allocated` holds the seeded allocation
+//   alloc_id (seeded allocs come before the layout; bytes >= its requested size); the others are
+//   free (cached) or unmapped. A trace without seed_block events is version 1, as before.
 // Limitations: one device per trace (a multi-GPU job writes one file per process and device);
 //   no threads (the engine serialises a device's calls, and ordering is what a replay needs).
 #pragma once
@@ -42,8 +51,13 @@
 
 namespace phasealloc {
 
-/// Version written by this build; readers accept 1..trace_format_version.
-inline constexpr std::uint32_t trace_format_version = 1;
+/// Newest version this build reads and writes; readers accept 1..trace_format_version. A trace is
+/// written with its own `version`: 1 unless it holds a recorded layout (seed_block events), 2 then.
+inline constexpr std::uint32_t trace_format_version = 2;
+/// The version of a trace without a recorded layout.
+inline constexpr std::uint32_t trace_format_version_plain = 1;
+/// The first version with seed_block events.
+inline constexpr std::uint32_t trace_format_version_layout = 2;
 
 enum class trace_event_op : std::uint8_t {
   alloc = 0,
@@ -56,18 +70,28 @@ enum class trace_event_op : std::uint8_t {
   segment_map = 7,
   segment_unmap = 8,
   oom = 9,
+  seed_block = 10,
 };
-inline constexpr std::size_t trace_event_op_count = 10;
+inline constexpr std::size_t trace_event_op_count = 11;
 
-/// The op's name in text traces ("alloc", "free", ..., "segment_unmap", "oom").
+/// The op's name in text traces ("alloc", "free", ..., "segment_unmap", "oom", "seed_block").
 std::string_view to_string(trace_event_op op) noexcept;
 /// The op named `name`, or nothing.
 std::optional<trace_event_op> parse_trace_event_op(std::string_view name) noexcept;
 
 namespace trace_flag {
-inline constexpr std::uint8_t seeded = 1;  ///< Existed before recording began (alloc, segment_alloc).
-inline constexpr std::uint8_t all = seeded;
+inline constexpr std::uint8_t seeded = 1;  ///< Existed before recording began (alloc, segment_alloc, seed_block).
+inline constexpr std::uint8_t small_pool = 2;  ///< Seeded segment_alloc: of the small pool (else large).
+inline constexpr std::uint8_t expandable = 4;  ///< Seeded segment_alloc: an expandable reservation.
+inline constexpr std::uint8_t allocated = 8;   ///< seed_block: holds the seeded allocation alloc_id.
+inline constexpr std::uint8_t unmapped = 16;   ///< seed_block: no memory behind it (expandable segments).
+inline constexpr std::uint8_t all = seeded | small_pool | expandable | allocated | unmapped;
 }  // namespace trace_flag
+
+/// Flags in text traces: "-" or names joined by '|' ("seeded|small_pool"); parse gives nothing for
+/// an unknown name.
+std::string format_trace_flags(std::uint8_t flags);
+std::optional<std::uint8_t> parse_trace_flags(std::string_view text) noexcept;
 
 struct trace_event {
   trace_event_op op = trace_event_op::alloc;
@@ -99,7 +123,7 @@ struct trace_metadata {
 };
 
 struct trace {
-  std::uint32_t version = trace_format_version;
+  std::uint32_t version = trace_format_version_plain;
   std::vector<std::string> strings;  ///< Phase names (and any other names events refer to).
   std::vector<trace_event> events;
   trace_metadata meta;

@@ -18,6 +18,15 @@
 //   - Mid-run snapshots: frees of addresses never allocated in the trace, and blocks that are
 //     active_allocated in `segments` but not live at the end of the trace, become seeded
 //     allocations at time 0; segments likewise become seeded segment_allocs (import_builder.hpp).
+//     With options.recorded_layout (the default), the segments live when the history began and
+//     their blocks (start_layout.hpp: the end state with the history undone) become the trace's
+//     recorded layout: seeded segment_allocs flagged with their pool and expandability, each
+//     followed by its seed_block events (trace_format.hpp), so the `pytorch` model starts from the
+//     recorded segments; "import.layout" says whether it was used and why not. A state-only
+//     snapshot is all layout. A block that overlaps the one before it or leaves its segment is an
+//     error naming it (segments[i]['blocks'][j]).
+//   - Recorded levels: "recorded.segments_at_end" (segments of the device in `segments`) and
+//     "snapshot.start" (how the history begins) for the replay's fidelity report.
 //   - Phases: when any entry carries `user_metadata`, an entry whose user_metadata differs from
 //     the current one starts a phase of that name. Otherwise, with phase_rules, the first frame
 //     (innermost first) whose name or filename contains a rule's substring names the phase (first
@@ -53,6 +62,10 @@ struct phase_rule {
 struct snapshot_import_options {
   std::optional<std::uint32_t> device;  ///< Default: the first device with trace entries.
   std::vector<phase_rule> phase_rules;  ///< Used only when no entry carries user_metadata.
+  /// Write the allocator's layout when the history began (start_layout.hpp) into the trace as
+  /// seed_block events (a version 2 trace) when any segment was live then. Off: seeded segments and
+  /// allocations only, as version 1 did.
+  bool recorded_layout = true;
   pickle_limits limits;
 };
 

@@ -8,6 +8,10 @@
 //   id's address, phase -> set_phase, empty_cache, record_stream); segment events of the
 //   recording allocator are not followed, only collected for comparison. An allocation that fails
 //   (out of memory on the simulated capacity) is counted and its later free skipped.
+//   A trace with a recorded layout (seed_block events, trace_format.hpp) seeds the engine with it
+//   first (engine::seed) for the `pytorch` policies: the seeded allocations it places are not
+//   allocated again; the others (and every seeded allocation for other policies) are allocated by
+//   the policy at time 0, in order, as before.
 // Limitations: events complete at once on the sim device, so cross-stream frees are never
 //   pending (the trace has no kernel timing); one device per trace.
 #pragma once
@@ -51,6 +55,10 @@ struct replay_options {
   /// Set to each trace event's time (ns) before the event is replayed, so an observer can stamp
   /// the engine events it causes.
   std::uint64_t* clock_ns = nullptr;
+  /// Whether to seed the engine with the trace's recorded layout (seed_block events) before the
+  /// replay: nullopt = for the `pytorch` policies only (the others place the same seeded live set
+  /// their own way, as they would have).
+  std::optional<bool> use_recorded_layout;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
 };
@@ -72,6 +80,28 @@ struct phase_band {
   std::uint64_t end_ns = 0;
 };
 
+/// Where the replay's reserved level first differs from the one the trace recorded.
+struct reserved_divergence {
+  std::size_t event = 0;  ///< Index of the alloc or free event after which they differ.
+  std::uint64_t time_ns = 0;
+  trace_event_op op = trace_event_op::alloc;
+  std::size_t recorded_bytes = 0;
+  std::size_t modelled_bytes = 0;
+};
+
+/// The replay against what the recording allocator reserved, for traces that carry it (segment
+/// events: snapshots; Total Reserved changes: profiler traces). The recorded level at an event is
+/// the sum of seeded segments plus the segment events before it; it is compared after every alloc
+/// and free, once the engine has served it.
+struct recorded_comparison {
+  bool available = false;                ///< The trace has segment events (or seeded segments).
+  std::size_t recorded_peak_reserved_bytes = 0;
+  std::size_t recorded_final_reserved_bytes = 0;
+  std::size_t recorded_final_segments = 0;  ///< Segments live at the end of the recording.
+  std::optional<reserved_divergence> first_divergence;
+  std::optional<reserved_divergence> largest_divergence;  ///< The largest |modelled - recorded|.
+};
+
 struct replay_result {
   std::string policy;   ///< The effective spec.
   std::string device;   ///< "sim (whole segments)" or "sim (virtual memory)".
@@ -83,6 +113,7 @@ struct replay_result {
   std::size_t final_reserved_bytes = 0;   ///< At the end of the trace (what a snapshot then shows).
   std::size_t final_allocated_bytes = 0;
   std::size_t final_requested_bytes = 0;
+  std::size_t final_segments = 0;         ///< Segments (reservations) held at the end.
   std::int64_t device_allocs = 0;  ///< Segments reserved (cudaMalloc / cuMemAddressReserve).
   std::int64_t device_frees = 0;
   std::int64_t device_maps = 0;
@@ -97,6 +128,8 @@ struct replay_result {
   std::vector<std::size_t> segment_alloc_bytes;
   /// With record_segments: every segment event (segment_alloc/free/map/unmap) and its bytes, in order.
   std::vector<std::pair<trace_op, std::size_t>> segment_events;
+  recorded_comparison recorded;
+  std::size_t seeded_segments = 0;  ///< Segments booked from the recorded layout (0: none used).
 
   std::int64_t device_calls() const noexcept { return device_allocs + device_frees + device_maps + device_unmaps; }
   double fragmentation() const noexcept {

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Issue 15 (replay fidelity beyond traces recorded from an empty allocator): one case of the
+# phasealloc CLI on a constructed input with a known answer.
+#
+#   replay_fidelity_case.sh CASE PHASEALLOC REPO_DIR WORK_DIR
+set -u
+case_name=$1 cli=$2 repo=$3 work=$4/$1
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+failures=0
+
+# expect STATUS PATTERN COMMAND...: runs COMMAND, checks its exit status and that its output
+# matches the extended regular expression PATTERN.
+expect() {
+  want=$1 pattern=$2
+  shift 2
+  out=$(timeout 120 "$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$want" ] || ! printf '%s\n' "$out" | grep -Eq -- "$pattern"; then
+    echo "FAIL: $*"
+    echo "  expected exit $want and /$pattern/, got exit $rc:"
+    printf '%s\n' "$out" | head -40 | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $* -> /$pattern/"
+  fi
+}
+
+case $case_name in
+  kineto)  # .json.gz as the profiler writes it; the busiest device; the baseline; recorded reserved
+    gzip -c "$repo/tests/data/kineto_two_devices_baseline.json" >rank0.pt.trace.json.gz
+    expect 0 "CUDA device 1 \(the most memory events; memory events per device 0:2,1:4" \
+      "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
+    expect 0 "floor \(peak live bytes\) 7.50 GiB" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
+    expect 0 "5.00 GiB live before the first event" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
+    expect 0 "recorded \(kineto Total Reserved\): peak reserved 8.00 GiB" \
+      "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
+    expect 0 "pytorch: peak reserved 7.50 GiB \(-6.250% vs recorded\)" \
+      "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
+    expect 0 "CUDA device 0 \(asked for" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0
+    expect 0 '"peak_reserved_bytes": 20971520' "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0 --json
+    expect 0 "sim \(virtual memory\)" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device vmm --json
+    expect 105 "expected auto, segments, vmm or a GPU index" "$cli" replay rank0.pt.trace.json.gz -p pytorch --device x
+    ;;
+  *)
+    echo "unknown case $case_name"
+    exit 2
+    ;;
+esac
+[ "$failures" = 0 ]
