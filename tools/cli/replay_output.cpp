@@ -47,10 +47,9 @@ nlohmann::json divergence_json(const std::optional<reserved_divergence>& d) {
 }  // namespace
 
 std::string recorded_source(const trace& t) {
+  // Only importers of PyTorch's own recordings set it: a phasealloc recording's segment events are
+  // another allocator's, and comparing the pytorch model with them says nothing about fidelity.
   if (const std::string* s = find_property(t.meta, "recorded.source")) return *s;
-  for (const trace_event& e : t.events) {
-    if (e.op == trace_event_op::segment_alloc || e.op == trace_event_op::segment_map) return "segment events";
-  }
   return {};
 }
 
@@ -79,7 +78,7 @@ std::string render_fidelity_text(const replay_report& r) {
   for (const replay_result& x : r.results) {
     const recorded_comparison& c = x.recorded;
     // Only PyTorch's model is meant to follow the recording; the others' gaps are their savings.
-    if (!c.available || !x.policy.starts_with("pytorch")) continue;
+    if (r.recorded_source.empty() || !c.available || !x.policy.starts_with("pytorch")) continue;
     if (out.empty()) {
       out = fmt::format("\nrecorded ({}): peak reserved {}, at the end {}\n", r.recorded_source,
                         format_bytes(c.recorded_peak_reserved_bytes), format_bytes(c.recorded_final_reserved_bytes));
@@ -167,7 +166,7 @@ nlohmann::json replay_json(const replay_report& r) {
     j["final_allocated_bytes"] = x.final_allocated_bytes;
     j["final_requested_bytes"] = x.final_requested_bytes;
     j["final_segments"] = x.final_segments;
-    if (x.recorded.available) {
+    if (x.recorded.available && !r.recorded_source.empty()) {
       const recorded_comparison& c = x.recorded;
       j["recorded"] = {{"source", r.recorded_source},
                        {"peak_reserved_bytes", c.recorded_peak_reserved_bytes},

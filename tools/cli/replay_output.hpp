@@ -29,8 +29,8 @@ struct replay_report {
 
 /// The notes worth printing about a loaded trace, from its import properties.
 std::vector<std::string> input_notes(const trace& t);
-/// "pytorch snapshot segments", "kineto Total Reserved", ...: "" when the trace holds no recorded
-/// reserved level.
+/// "snapshot segments and history", "kineto Total Reserved": "" when the trace holds no reserved
+/// level recorded by PyTorch's allocator (phasealloc's own recordings included).
 std::string recorded_source(const trace& t);
 /// The fidelity lines: for each result with a recorded reserved level, recorded against modelled
 /// peak reserved and segments, the first point where the levels differ and the largest gap.
