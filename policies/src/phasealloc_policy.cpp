@@ -173,16 +173,16 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
 std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
   std::size_t ahead = pools_[c.pool].grow_bytes;
   if (!options_.map_ahead || c.pool == pinned_pool) return ahead;
-  // Growing back after a transition release, in a phase that has run before: map in a few large
-  // calls rather than one step at a time. Up to the run's high-water mark, not just to what the
-  // phase needed last time: memory below the mark is inside the peak the job has already paid
-  // for, and a phase that needs a little more than last time would otherwise grow step by step.
-  // Never past the mark, so mapping ahead cannot raise the peak; and at most a few times the
-  // request, so that a phase of small growing blocks (KV caches regrown by torch.cat) still grows
-  // by small steps, which keeps its freed blocks next to the free top where they merge into the
-  // next growth.
-  if (learned_.count(phase_) != 0 && high_water_bytes_ > c.reserved_bytes) {
-    ahead = std::max(ahead, std::min(high_water_bytes_ - c.reserved_bytes, map_ahead_requests * c.rounded_bytes));
+  // Growing back toward what this phase needed last time (after a transition release, typically):
+  // map it in a few large calls rather than one step at a time. Never past the run's high-water
+  // mark, so that mapping ahead cannot raise the peak; and at most a few times the request, so that
+  // a phase of small growing blocks (KV caches regrown by torch.cat) still grows by small steps,
+  // which keeps its freed blocks next to the free top where they merge into the next growth.
+  if (const auto it = learned_.find(phase_); it != learned_.end()) {
+    const std::size_t target = std::min(it->second.bytes(), high_water_bytes_);
+    if (target > c.reserved_bytes) {
+      ahead = std::max(ahead, std::min(target - c.reserved_bytes, map_ahead_requests * c.rounded_bytes));
+    }
   }
   return ahead;
 }

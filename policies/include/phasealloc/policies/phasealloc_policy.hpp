@@ -18,10 +18,9 @@
 //   page:BYTES [2MiB]  Mapping and unmapping unit of the pools (a multiple of the granularity).
 //   grow:BYTES [20MiB]  Map at least this much per growth of the large pools: fewer map calls, at
 //       most this much mapped ahead of need (PyTorch's expandable segments grow by 20 MiB pages).
-//   map_ahead:BOOL [true]  A phase that has run before and grows back (after a transition
-//       release) maps up to 16 times the request per call, up to the run's high-water mark and
-//       never past it: regrowth costs a few calls, not one per `grow` step, and memory below the
-//       mark is inside the peak the job has already reached.
+//   map_ahead:BOOL [true]  A phase that grows back toward what it needed last time (after a
+//       transition release) maps up to 16 times the request per call, up to that need and never
+//       past the run's high-water mark: regrowth costs a few calls, not one per `grow` step.
 //   phase_pools:BOOL [false]  Large allocations made in a rollout phase get a pool of their own
 //       ("rollout"), so generation's short-lived blocks (KV caches, logits) never share pages with
 //       state allocated in training; at the end of the rollout its pages empty out whole. Off by
