@@ -71,6 +71,23 @@ std::map<std::uint64_t, std::uint32_t> tags_by_id(const trace& t) {
 
 std::uint64_t peak_live_bytes(const trace& t) { return summarize(t).peak_live_bytes; }
 
+// Peak live bytes while `phase_name` runs ("" = setup, before the first phase).
+std::uint64_t phase_peak(const trace& t, std::string_view phase_name) {
+  std::map<std::uint64_t, std::uint64_t> live;
+  std::uint64_t now = 0, peak = 0;
+  std::string phase;
+  for (const trace_event& e : t.events) {
+    if (e.op == trace_event_op::phase) phase = t.strings[e.name];
+    if (e.op == trace_event_op::alloc) {
+      live[e.alloc_id] = e.bytes;
+      now += e.bytes;
+    }
+    if (e.op == trace_event_op::free) now -= live[e.alloc_id];
+    if (phase == phase_name) peak = std::max(peak, now);
+  }
+  return peak;
+}
+
 std::uint64_t param_bytes(const model_desc& d, model_role role) {
   return parameter_count(d, role) * d.bytes_per_param;
 }
@@ -427,40 +444,9 @@ TEST(SynthTest, SevenBillionFitsEightyGigabytesOnlyWithOffload) {
 
 TEST(SynthTest, GradientCheckpointingLowersTheTrainingPeak) {
   const std::string job = "preset:ppo-125m,iterations:1,gen_len:64,prompt_len:256,batch:4,micro_batch:4";
-  auto training_peak = [](const trace& t) {
-    std::map<std::uint64_t, std::uint64_t> live;
-    std::uint64_t now = 0, peak = 0;
-    std::string phase;
-    for (const trace_event& e : t.events) {
-      if (e.op == trace_event_op::phase) phase = t.strings[e.name];
-      if (e.op == trace_event_op::alloc) {
-        live[e.alloc_id] = e.bytes;
-        now += e.bytes;
-      }
-      if (e.op == trace_event_op::free) now -= live[e.alloc_id];
-      if (phase == "training") peak = std::max(peak, now);
-    }
-    return peak;
-  };
+  const auto training_peak = [](const trace& t) { return phase_peak(t, "training"); };
   EXPECT_LT(training_peak(synth(job + ",gradient_checkpointing:true")), training_peak(synth(job)));
   EXPECT_LT(training_peak(synth(job + ",flash_attention:true")), training_peak(synth(job)));
-}
-
-// Peak live bytes while `phase_name` runs ("" = setup, before the first phase).
-std::uint64_t phase_peak(const trace& t, std::string_view phase_name) {
-  std::map<std::uint64_t, std::uint64_t> live;
-  std::uint64_t now = 0, peak = 0;
-  std::string phase;
-  for (const trace_event& e : t.events) {
-    if (e.op == trace_event_op::phase) phase = t.strings[e.name];
-    if (e.op == trace_event_op::alloc) {
-      live[e.alloc_id] = e.bytes;
-      now += e.bytes;
-    }
-    if (e.op == trace_event_op::free) now -= live[e.alloc_id];
-    if (phase == phase_name) peak = std::max(peak, now);
-  }
-  return peak;
 }
 
 // The knobs that describe how rlhf_job.py-style code differs from DeepSpeed-Chat's (issue 14,
