@@ -144,7 +144,7 @@ result<std::vector<device_address>, std::string> engine_impl::seed(const std::ve
           run_bytes += w->bytes;
           run_end = w;
         }
-        if (b->addr % page != 0 || run_bytes % page != 0) {
+        if ((b->addr - seg->addr) % page != 0 || run_bytes % page != 0) {  // pages count from the reservation
           return fmt::format("seed: a mapped run of {} bytes at offset {} of an expandable segment is not on {}-byte "
                              "pages",
                              run_bytes, b->addr - seg->addr, page);

@@ -85,6 +85,40 @@ TEST(SnapshotLayoutTest, MidRunSnapshotStartsFromTheRecordedSegments) {
   EXPECT_TRUE(plain.recorded.first_divergence.has_value());
 }
 
+// Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): a state-only snapshot of
+// one 20 MiB mapped range, an 8 MiB tensor and 12 MiB cached, seeds the expandable model as one
+// reservation. A 10 MiB request then fits the cached block (no device call); a 30 MiB one grows the
+// same reservation: the 2 MiB left free plus two 20 MiB pages mapped after it (no new reservation).
+TEST(SnapshotLayoutTest, ExpandableSegmentsSeedOneReservationThatGrowsInPlace) {
+  std::vector<testing::snap_segment> segments = {
+      {0, seg_a, 0, {{8 * mb, 8 * mb, "active_allocated"}, {12 * mb, 0, "inactive"}}}};
+  segments[0].expandable = true;
+  const trace state_only = import_ok(testing::make_snapshot(segments, {{}}));
+  ASSERT_TRUE(validate(state_only).has_value()) << validate(state_only).error().message();
+  const replay_result r = replay_ok(state_only, "pytorch:expandable_segments:True");
+  EXPECT_EQ(r.seeded_segments, 1U);
+  EXPECT_EQ(r.peak_reserved_bytes, 20U * mb);
+  EXPECT_EQ(r.final_allocated_bytes, 8U * mb);
+
+  // The same start, with a history: 10 MiB into the cached block, then 30 MiB more.
+  std::vector<testing::snap_segment> end_state = {
+      {0, seg_a, 0, {{8 * mb, 8 * mb, "active_allocated"}, {10 * mb, 10 * mb, "active_allocated"},
+                     {30 * mb, 30 * mb, "active_allocated"}, {12 * mb, 0, "inactive"}}}};
+  end_state[0].expandable = true;
+  const std::vector<testing::snap_entry> history = {
+      {"alloc", seg_a + 8 * mb, 10 * mb},
+      {"segment_map", seg_a + 20 * mb, 40 * mb},
+      {"alloc", seg_a + 18 * mb, 30 * mb}};
+  const trace t = import_ok(testing::make_snapshot(end_state, {history}));
+  ASSERT_TRUE(validate(t).has_value()) << validate(t).error().message();
+  EXPECT_EQ(summarize(t).initial_reserved_bytes, 20U * mb);
+  const replay_result grown = replay_ok(t, "pytorch:expandable_segments:True");
+  EXPECT_EQ(grown.peak_reserved_bytes, 60U * mb);  // 20 MiB seeded + two 20 MiB pages after it
+  EXPECT_EQ(grown.device_allocs, 0) << "no new reservation: the seeded one grows";
+  EXPECT_EQ(grown.device_maps, 1);
+  EXPECT_FALSE(grown.recorded.first_divergence.has_value());
+}
+
 // A block that runs past its segment is an error naming it.
 TEST(SnapshotLayoutTest, ABlockOutsideItsSegmentIsAnErrorNamingIt) {
   pickle_writer w;

@@ -41,6 +41,7 @@ struct snap_segment {
   std::int64_t address = 0;
   std::int64_t stream = 0;
   std::vector<snap_block> blocks;
+  bool expandable = false;  ///< Written as is_expandable (PyTorch >= 2.1 snapshots).
 };
 
 struct snap_options {
@@ -63,6 +64,10 @@ inline void write_segment(pickle_writer& w, const snap_segment& s, const snap_op
   w.integer(s.stream);
   w.str("segment_type");
   w.str("large");
+  if (s.expandable) {
+    w.str("is_expandable");
+    w.boolean(true);
+  }
   w.str("blocks");
   w.begin_list();
   std::int64_t addr = s.address;
