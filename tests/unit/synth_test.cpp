@@ -588,6 +588,15 @@ TEST(SynthKnobTest, PrefillCacheCopyAllocatesTheCacheAtPrefill) {
             tagged_bytes(synth(job), alloc_tag::kv_cache, "inference"));
 }
 
+TEST(SynthKnobTest, DropoutKeepsAMaskPerElementInTrainModeOnly) {
+  const std::string job(knob_job);
+  // Training: one byte per hidden element after the embeddings and each projection, kept.
+  EXPECT_GT(phase_peak(synth(job + ",dropout:true"), "training"), phase_peak(synth(job), "training"));
+  // Llama has no dropout layers: nothing changes.
+  const std::string llama = job + ",models.family:llama,models.kv_heads:12";
+  EXPECT_EQ(phase_peak(synth(llama + ",dropout:true"), "training"), phase_peak(synth(llama), "training"));
+}
+
 TEST(SynthKnobTest, RlhfJobPresetsRoundTripTheirKnobs) {
   for (std::string_view name : {"ppo-gpt2-small", "ppo-gpt2-1.3b", "grpo-gpt2-small", "grpo-gpt2-1.3b",
                                 "ppo-gpt2-1.3b-offload-reference", "ppo-gpt2-small-offload-optimizer",

@@ -93,10 +93,22 @@ tensor attention_residual(graph& g, const layer_env& env, tensor x, tensor q, te
   tensor attn = attention(g, env, std::move(q), std::move(k), std::move(v));
   tensor projected = linear(g, attn, env.tokens(), env.params->o);
   g.drop(attn);
+  if (env.dropout) projected = dropout(g, std::move(projected));  // resid_dropout
   tensor h = add(g, x, projected);
   g.drop(x);
   g.drop(projected);
   return h;
+}
+
+tensor dropout(graph& g, tensor x) {
+  op_desc op;
+  op.inputs = {x};
+  op.out_numel = x.numel;
+  op.out_elem_bytes = x.elem_bytes;
+  op.saved_extras_bytes = {x.numel};  // the bool mask; dropped at once when nothing records a node
+  tensor out = g.run(op);
+  g.drop(x);
+  return out;
 }
 
 alloc_tag kv_projection_tag(const layer_env& env) noexcept {

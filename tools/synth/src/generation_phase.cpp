@@ -54,6 +54,7 @@ tensor generate(synth_context& ctx, const generate_call& call, std::size_t promp
     r.kv_len = prompt_len + step;
     r.cache = &cache;
     r.cache_copies_prefill = ctx.job.prefill_cache_copy;
+    r.dropout = ctx.job.dropout;  // generate() does not switch the actor to eval mode
     r.flash = ctx.job.flash_attention;
     r.head = head_output::last_logits;
     tensor next = sample(g, model_forward(g, actor, r), b, actor.desc.vocab);

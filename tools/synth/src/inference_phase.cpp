@@ -54,6 +54,7 @@ void score_micro_batch(synth_context& ctx, std::size_t micro, std::size_t len, s
     std::vector<kv_slot> cache(m.layout.lm_head ? m.desc.layers : 0);  // value heads pass use_cache=False
     if (m.layout.lm_head) r.cache = &cache;
     r.cache_copies_prefill = ctx.job.prefill_cache_copy;
+    r.dropout = ctx.job.dropout && m.trained;  // reference and reward are eval()
     tensor out = model_forward(g, m, r);
     if (m.layout.lm_head) {
       if (!ctx.job.keep_model_output) {  // the output object dies at once: its past_key_values go

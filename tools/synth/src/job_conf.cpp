@@ -55,6 +55,7 @@ void visit_job_fields(Job& j, Sizes&& size, Flags&& flag, Bytes&& bytes) {
   flag("offload_reference", j.offload_reference);
   flag("optimizer_states_on_host", j.optimizer_states_on_host);
   flag("prefill_cache_copy", j.prefill_cache_copy);
+  flag("dropout", j.dropout);
   size("lora_rank", j.lora_rank);
   bytes("offload_chunk_bytes", j.offload_chunk_bytes);
   bytes("device_capacity", j.device_capacity_bytes);

@@ -70,6 +70,7 @@ tensor opt_layer(graph& g, const layer_env& env, tensor x) {
                                               : relu(g, std::move(fc1));
   tensor fc2 = linear(g, act, tokens, p.down);
   g.drop(act);
+  if (env.dropout) fc2 = dropout(g, std::move(fc2));
   tensor out = add(g, h, fc2);
   g.drop(h);
   g.drop(fc2);

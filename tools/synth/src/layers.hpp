@@ -45,6 +45,7 @@ struct layer_env {
   bool flash = false;
   kv_slot* cache = nullptr;
   bool cache_copies_prefill = false;  ///< The first cache update copies (transformers >= 4.56).
+  bool dropout = false;               ///< Residual dropout after the projections (opt / gpt2).
   shared_inputs shared;
 
   std::size_t tokens() const noexcept { return batch * q_len; }
@@ -67,6 +68,10 @@ tensor attention_residual(graph& g, const layer_env& env, tensor x, tensor q, te
 /// Tag of the k / v projections: prefill writes them straight into the cache, so they are KV
 /// allocations from birth; otherwise they are activations.
 alloc_tag kv_projection_tag(const layer_env& env) noexcept;
+
+/// nn.Dropout in train mode (native_dropout): the output and a one-byte mask, kept for backward.
+/// Consumes x.
+tensor dropout(graph& g, tensor x);
 
 /// LlamaRMSNorm: fp32 upcast, pow, mean, rsqrt, scale, downcast, weight.
 tensor rms_norm(graph& g, const tensor& x, std::size_t tokens, std::size_t hidden, const norm_params& p);

@@ -60,6 +60,7 @@ tensor model_forward(graph& g, const model_state& m, const forward_request& r) {
     g.drop(x);
     g.drop(pos);
     x = sum;
+    if (r.dropout) x = dropout(g, std::move(x));  // embd / drop
   } else {
     rotary_inputs(g, shared, tokens, d.head_dim(), act);
   }
@@ -77,6 +78,7 @@ tensor model_forward(graph& g, const model_state& m, const forward_request& r) {
     env.flash = r.flash;
     env.cache = r.cache != nullptr ? &(*r.cache)[i] : nullptr;
     env.cache_copies_prefill = r.cache_copies_prefill;
+    env.dropout = r.dropout && d.family != model_family::llama;  // Llama has no dropout layers
     env.shared = shared;
     if (r.checkpoint && g.grad_enabled()) {
       x = g.checkpoint(std::move(x), {shared.cos, shared.sin, shared.mask},

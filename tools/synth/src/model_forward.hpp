@@ -23,6 +23,7 @@ struct forward_request {
   std::size_t kv_len = 0;               ///< Keys per sequence after this call (= q_len without cache).
   std::vector<kv_slot>* cache = nullptr;  ///< Generation's dynamic cache, one slot per layer.
   bool cache_copies_prefill = false;    ///< rlhf_job::prefill_cache_copy.
+  bool dropout = false;                 ///< Train-mode dropout layers (rlhf_job::dropout, trained models).
   bool checkpoint = false;              ///< Gradient checkpointing of every layer (grad graphs only).
   bool flash = false;
   head_output head = head_output::all_logits;

@@ -110,7 +110,8 @@ rlhf_job ppo_7b() {
 // The jobs of bench/gpu/rlhf_job.py (tools/data/real): one model size for all four roles, bf16
 // without fp32 masters, 8 prompts of 128 tokens and 128 new ones, two minibatches per step each
 // in one forward / backward, SDPA attention, log-probs of the response positions taken straight
-// from the call's .logits, both losses through one backward, one AdamW over actor and critic.
+// from the call's .logits, both losses through one backward, one AdamW over actor and critic,
+// actor and critic in train mode (dropout on).
 // GRPO: 4 answers per prompt (32 rows), no critic. The offload variants move the reference
 // model, or AdamW's states, between host and GPU whole, as the job's --offload does.
 rlhf_job rlhf_job_py(std::string name, const model_desc& model, bool grpo, std::size_t steps) {
@@ -133,6 +134,7 @@ rlhf_job rlhf_job_py(std::string name, const model_desc& model, bool grpo, std::
   j.keep_model_output = false;
   j.with_critic = !grpo;
   j.prefill_cache_copy = true;
+  j.dropout = true;  // the job never calls actor.eval(): GPT-2's dropout (p = 0.1) is on throughout
   return j;
 }
 

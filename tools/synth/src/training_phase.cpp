@@ -49,6 +49,7 @@ void release(graph& g, micro_batch& mb) {
 
 forward_request training_request(const rlhf_job& job, const micro_batch& mb, head_output head) {
   forward_request r;
+  r.dropout = job.dropout;
   r.batch = mb.sequences;
   r.q_len = mb.len;
   r.kv_len = mb.len;

@@ -7,7 +7,7 @@
 //   gradient_checkpointing, flash_attention, master_weights, offload_optimizer,
 //   offload_params, empty_cache_at_phases, response_logprobs,
 //   joint_backward, shared_optimizer, with_critic, keep_model_output, offload_reference,
-//   optimizer_states_on_host, prefill_cache_copy                   (true / false)
+//   optimizer_states_on_host, prefill_cache_copy, dropout          (true / false)
 //   offload_chunk_bytes, device_capacity                           (byte sizes: 64MiB, 80GiB)
 //   lora_targets                                                   (a list: [q,k,v,o,down])
 //   <model>.<field> for model in actor, critic, reference, reward and field in layers, hidden,

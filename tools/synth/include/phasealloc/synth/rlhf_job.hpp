@@ -86,6 +86,11 @@ struct rlhf_job {
   /// HF's DynamicCache copies the prefill's K and V into the cache (transformers >= 4.56:
   /// torch.cat onto an empty tensor) instead of keeping the projections themselves (4.4x).
   bool prefill_cache_copy = false;
+  /// The trained models (actor, critic) run in train mode with their dropout layers on (HF's
+  /// GPT-2 / OPT configs: p = 0.1 after the embeddings, the attention output projection and the
+  /// MLP), in every forward: nn.Dropout keeps a one-byte mask per element for backward. Attention
+  /// dropout inside SDPA's fused kernels keeps no mask and is not modelled.
+  bool dropout = false;
   /// Linears that get adapters, by synth's names: q, k, v, o, gate, up, down. GPT-2's c_attn is
   /// q, k and v (one adapter there; three here, whose A matrices are 3 x hidden x rank instead
   /// of hidden x rank), its c_proj are o and down.
