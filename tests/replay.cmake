@@ -42,3 +42,16 @@ if(TARGET phasealloc)
     set_tests_properties(cli_replay_fidelity_${case} PROPERTIES LABELS "unit;cli;replay" TIMEOUT 300)
   endforeach()
 endif()
+
+# Issue 15, part 4: colocated processes share one simulated GPU (tests/data/colocate).
+phasealloc_test(NAME replay_colocate_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_colocate_test.cpp
+  DEPS phasealloc::replay LABELS "unit;replay")
+target_compile_definitions(replay_colocate_test PRIVATE PHASEALLOC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+if(TARGET phasealloc)
+  foreach(case outcome bad_input)
+    add_test(NAME cli_replay_colocate_${case}
+      COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli/replay_colocate_case.sh ${case} $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}
+              ${CMAKE_CURRENT_BINARY_DIR}/replay_colocate)
+    set_tests_properties(cli_replay_colocate_${case} PROPERTIES LABELS "unit;cli;replay" TIMEOUT 300)
+  endforeach()
+endif()

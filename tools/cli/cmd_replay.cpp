@@ -1,5 +1,8 @@
 // phasealloc replay TRACE --policy SPEC [--policy SPEC ...] [--capacity 80GiB] [--json] [--html FILE]
 //                  [--engine model|torch|both]
+// phasealloc replay --colocate TRACE TRACE [TRACE ...] --policy SPEC [...] [--capacity 80GiB] [--json]
+//     the traces as processes on one GPU: each with its own allocator, sharing the capacity
+//     (phasealloc/replay/colocate.hpp).
 #include <cstdio>
 #include <iostream>
 
@@ -28,6 +31,7 @@ struct replay_args {
   bool quiet = false;
   bool no_validate = false;
   std::string engine = "model";
+  std::vector<std::string> colocate;  ///< replay --colocate: the processes' traces
 };
 
 /// Where the model's and PyTorch's segment events first differ ("" when they do not).
@@ -121,6 +125,54 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   }
 }
 
+/// replay --colocate: every trace on one simulated device, per policy.
+void run_colocated(const replay_args& a) {
+  if (!a.source.empty()) {
+    throw command_error(fmt::format("replay: '{}' and --colocate: give every trace after --colocate "
+                                    "(phasealloc replay --colocate TRACE TRACE ... -p POLICY)",
+                                    a.source));
+  }
+  if (a.colocate.size() < 2) {
+    throw command_error(fmt::format("replay --colocate: needs at least two traces, got {}", a.colocate.size()));
+  }
+  if (!a.html.empty()) throw command_error("replay --colocate: --html is not supported (use --json or the tables)");
+  if (a.engine != "model") {
+    throw command_error(fmt::format("replay --colocate: --engine {} is not supported (only model)", a.engine));
+  }
+  const std::size_t capacity_bytes = parse_capacity(a.capacity);
+  std::vector<trace> traces;
+  colocated_report report;
+  report.capacity_bytes = capacity_bytes;
+  for (std::size_t p = 0; p < a.colocate.size(); ++p) {
+    auto loaded = load_valid_trace(a.colocate[p], !a.no_validate, input_options(a.device));
+    if (!loaded) {
+      throw command_error(fmt::format("replay --colocate: trace {} of {} ('{}'): {}", p + 1, a.colocate.size(),
+                                      a.colocate[p], loaded.error()));
+    }
+    traces.push_back(std::move(loaded).value());
+    report.trace_names.push_back(display_name(a.colocate[p]));
+    report.events.push_back(traces.back().events.size());
+    report.floor_bytes.push_back(summarize(traces.back()).peak_live_bytes);
+  }
+  for (const std::string& spec : a.policies) {
+    replay_options options;
+    options.capacity_bytes = capacity_bytes;
+    if (a.device == "vmm") options.virtual_memory = true;
+    if (a.device == "segments") options.virtual_memory = false;
+    options.check_invariants = a.check;
+    progress_bar bar(fmt::format("replaying {} colocated", spec), !a.quiet);
+    options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    auto r = replay_colocated(traces, spec, options);
+    if (!r) throw command_error(r.error());
+    report.results.push_back(std::move(r).value());
+  }
+  if (a.json) {
+    std::cout << colocated_json(report).dump(2) << '\n';
+  } else {
+    std::cout << render_colocated_text(report);
+  }
+}
+
 }  // namespace
 
 /// The options replay and report share.
@@ -170,7 +222,17 @@ void add_replay_command(CLI::App& app) {
                   "segment event where they differ")
       ->check(CLI::IsMember({"model", "torch", "both"}))
       ->capture_default_str();
-  cmd->callback([args] { run_replay(*args, command_line("replay", *args)); });
+  cmd->add_option("--colocate", args->colocate,
+                  "replay these traces (two or more) as processes on one GPU instead of TRACE: each with its own "
+                  "allocator and the policy, all sharing the capacity; events merged by time (ties: trace order)")
+      ->expected(1, CLI::detail::expected_max_vector_size);
+  // TRACE or --colocate: the positional is required unless --colocate names the traces.
+  cmd->get_option("trace")->required(false);
+  cmd->callback([args] {
+    if (!args->colocate.empty()) return run_colocated(*args);
+    if (args->source.empty()) throw command_error("replay: a trace is required (TRACE, or --colocate TRACE TRACE ...)");
+    run_replay(*args, command_line("replay", *args));
+  });
 
   auto report = std::make_shared<replay_args>();
   CLI::App* rep = app.add_subcommand("report", "Replay a trace against policies and write a self-contained HTML report");

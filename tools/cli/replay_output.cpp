@@ -220,3 +220,106 @@ void write_replay_html(const std::string& path, const replay_report& report, con
 }
 
 }  // namespace phasealloc::cli
+
+namespace phasealloc::cli {
+namespace {
+
+std::string process_label(const colocated_report& r, std::size_t p) {
+  return fmt::format("{} {}", p, p < r.trace_names.size() ? r.trace_names[p] : std::string("?"));
+}
+
+std::string describe_oom(const colocated_oom& o) {
+  return fmt::format("event {}, t={}, {} requested", o.event, nanoseconds(o.time_ns), format_bytes(o.requested_bytes));
+}
+
+nlohmann::json oom_json(const colocated_report& r, const std::optional<colocated_oom>& o) {
+  if (!o) return nullptr;
+  return {{"process", o->process},
+          {"trace", o->process < r.trace_names.size() ? r.trace_names[o->process] : std::string()},
+          {"event", o->event},
+          {"time_ns", o->time_ns},
+          {"requested_bytes", o->requested_bytes}};
+}
+
+}  // namespace
+
+std::string render_colocated_text(const colocated_report& r) {
+  std::string out = fmt::format("colocated  {} processes on one simulated GPU, capacity {}; events merged by time "
+                                "(ties: trace order)\n",
+                                r.trace_names.size(), format_bytes(r.capacity_bytes));
+  for (std::size_t p = 0; p < r.trace_names.size(); ++p) {
+    out += fmt::format("process {}: {} events, floor (peak live bytes) {}\n", process_label(r, p), r.events[p],
+                       format_bytes(r.floor_bytes[p]));
+  }
+  for (const colocated_result& x : r.results) {
+    out += fmt::format("\npolicy {} ({}), each process with its own allocator\n", x.policy, x.device);
+    text_table table({"process", "peak reserved", "peak allocated", "device calls", "OOMs", "first OOM"});
+    for (std::size_t p = 0; p < x.processes.size(); ++p) {
+      const colocated_process& c = x.processes[p];
+      table.add({process_label(r, p), format_bytes(c.peak_reserved_bytes), format_bytes(c.peak_allocated_bytes),
+                 std::to_string(c.device_allocs + c.device_frees + c.device_maps + c.device_unmaps),
+                 std::to_string(c.ooms), c.first_oom ? describe_oom(*c.first_oom) : std::string("-")});
+    }
+    out += table.render();
+    std::string shares;
+    for (std::size_t p = 0; p < x.reserved_at_peak_bytes.size(); ++p) {
+      shares += fmt::format("{}{}", p == 0 ? "" : " + ", format_bytes(x.reserved_at_peak_bytes[p]));
+    }
+    out += fmt::format("device total peak reserved {} of {} (t={}: {})\n", format_bytes(x.peak_reserved_bytes),
+                       format_bytes(x.capacity_bytes), nanoseconds(x.peak_time_ns), shares);
+    if (x.first_oom) {
+      out += fmt::format("first out of memory: process {} at {}\n", process_label(r, x.first_oom->process),
+                         describe_oom(*x.first_oom));
+    } else {
+      out += "first out of memory: none, every process fits\n";
+    }
+  }
+  return out;
+}
+
+nlohmann::json colocated_json(const colocated_report& r) {
+  nlohmann::json doc;
+  doc["colocated"] = true;
+  doc["capacity_bytes"] = r.capacity_bytes;
+  doc["processes"] = nlohmann::json::array();
+  for (std::size_t p = 0; p < r.trace_names.size(); ++p) {
+    doc["processes"].push_back(
+        {{"process", p}, {"trace", r.trace_names[p]}, {"events", r.events[p]}, {"floor_bytes", r.floor_bytes[p]}});
+  }
+  doc["results"] = nlohmann::json::array();
+  for (const colocated_result& x : r.results) {
+    nlohmann::json j;
+    j["policy"] = x.policy;
+    j["device"] = x.device;
+    j["events"] = x.events;
+    j["peak_reserved_bytes"] = x.peak_reserved_bytes;
+    j["peak_time_ns"] = x.peak_time_ns;
+    j["peak_event"] = x.peak_event;
+    j["reserved_at_peak_bytes"] = x.reserved_at_peak_bytes;
+    j["ooms"] = x.ooms;
+    j["first_oom"] = oom_json(r, x.first_oom);
+    j["modeled_device_time_ns"] = x.modeled_device_time_ns;
+    j["wall_seconds"] = x.wall_seconds;
+    j["processes"] = nlohmann::json::array();
+    for (std::size_t p = 0; p < x.processes.size(); ++p) {
+      const colocated_process& c = x.processes[p];
+      j["processes"].push_back({{"process", p},
+                                {"trace", p < r.trace_names.size() ? r.trace_names[p] : std::string()},
+                                {"peak_reserved_bytes", c.peak_reserved_bytes},
+                                {"peak_allocated_bytes", c.peak_allocated_bytes},
+                                {"peak_requested_bytes", c.peak_requested_bytes},
+                                {"final_reserved_bytes", c.final_reserved_bytes},
+                                {"device_allocs", c.device_allocs},
+                                {"device_frees", c.device_frees},
+                                {"device_maps", c.device_maps},
+                                {"device_unmaps", c.device_unmaps},
+                                {"ooms", c.ooms},
+                                {"first_oom", oom_json(r, c.first_oom)},
+                                {"seeded_segments", c.seeded_segments}});
+    }
+    doc["results"].push_back(std::move(j));
+  }
+  return doc;
+}
+
+}  // namespace phasealloc::cli

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "phasealloc/replay/colocate.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_format.hpp"
 
@@ -40,5 +41,22 @@ std::string render_replay_text(const replay_report& report);
 nlohmann::json replay_json(const replay_report& report);
 /// Writes the HTML report of `report` to `path`; throws command_error naming the path on failure.
 void write_replay_html(const std::string& path, const replay_report& report, const std::string& generated_by);
+
+/// replay --colocate: the processes' traces and one colocated result per policy.
+struct colocated_report {
+  std::vector<std::string> trace_names;  ///< Per process, in command-line order.
+  std::vector<std::uint64_t> events;
+  std::vector<std::uint64_t> floor_bytes;  ///< Per process: its peak live bytes.
+  std::size_t capacity_bytes = 0;
+  std::vector<colocated_result> results;
+};
+
+/// Per policy: each process's peak reserved, peak allocated, OOMs and first OOM, the device's total
+/// peak, and which process ran out of memory first.
+std::string render_colocated_text(const colocated_report& report);
+/// The same as one JSON document: colocated, capacity_bytes, processes[process, trace, events,
+/// floor_bytes], results[policy, device, peak_reserved_bytes (the device's total), peak_time_ns,
+/// peak_event, reserved_at_peak_bytes[], ooms, first_oom, processes[...]].
+nlohmann::json colocated_json(const colocated_report& report);
 
 }  // namespace phasealloc::cli
