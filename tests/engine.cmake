@@ -16,3 +16,9 @@ phasealloc_test(NAME host_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/host_poo
 # Issue 17: sizes and memory fractions at their extremes, under every policy: values, never aborts.
 phasealloc_test(NAME engine_extremes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/engine_extremes_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;engine")
+# Issue 16: the deferred merge decides and books exactly as merging at once; the live table.
+phasealloc_test(NAME deferred_free_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/deferred_free_test.cpp
+  DEPS phasealloc::engine phasealloc::policies phasealloc::sim_device LABELS "unit;engine")
+phasealloc_test(NAME live_table_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/live_table_test.cpp
+  DEPS phasealloc::engine LABELS "unit;engine")
+target_include_directories(live_table_test PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)

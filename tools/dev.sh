@@ -20,7 +20,8 @@ jobs=${JOBS:-$(nproc)}
 build_dir=${BUILD_DIR:-build}
 
 packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev python3 python3-pytest python3-venv chromium fonts-dejavu-core)
+          libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev python3 python3-pytest python3-venv chromium fonts-dejavu-core
+          valgrind)
 venv_dir=${PHASEALLOC_VENV:-$HOME/.cache/phasealloc/venv-torch2.15}
 venv_requirements=tests/simcuda/requirements.txt
 

@@ -10,12 +10,20 @@ void block_pool::insert(block* b) {
   const bool inserted = blocks_.insert(b).second;
   PHASEALLOC_CHECK(inserted, "block {:#x} (+{}) inserted twice into its pool", b->addr, b->bytes);
   free_bytes_ += b->bytes;
+  ++version_;
 }
 
 void block_pool::erase(block* b) {
   const std::size_t erased = blocks_.erase(b);
   PHASEALLOC_CHECK(erased == 1, "block {:#x} (+{}) is not in its pool", b->addr, b->bytes);
   free_bytes_ -= b->bytes;
+  ++version_;
+}
+
+void block_pool::erase(iterator it) {
+  free_bytes_ -= (*it)->bytes;
+  blocks_.erase(it);
+  ++version_;
 }
 
 std::size_t block_pool::largest_bytes() const {
@@ -23,11 +31,7 @@ std::size_t block_pool::largest_bytes() const {
   std::size_t largest = 0;
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     const stream_id s = (*it)->seg->stream;
-    segment key_seg;
-    key_seg.stream = s + 1;
-    block key;
-    key.seg = &key_seg;
-    auto next_stream = (s == UINT64_MAX) ? blocks_.end() : blocks_.lower_bound(&key);
+    auto next_stream = (s == UINT64_MAX) ? blocks_.end() : blocks_.lower_bound(fit_key{s + 1, 0, 0});
     auto last = std::prev(next_stream);
     if ((*last)->bytes > largest) largest = (*last)->bytes;
     it = next_stream;

@@ -13,11 +13,29 @@
 
 namespace phasealloc::detail {
 
+/// A position in the pool's order without a block: what lower_bound searches for.
+struct fit_key {
+  stream_id stream = 0;
+  std::size_t bytes = 0;
+  device_address addr = 0;
+};
+
 struct block_order {
+  using is_transparent = void;  // lower_bound takes a fit_key: no block and segment built to search
   bool operator()(const block* a, const block* b) const noexcept {
     if (a->seg->stream != b->seg->stream) return a->seg->stream < b->seg->stream;
     if (a->bytes != b->bytes) return a->bytes < b->bytes;
     return a->addr < b->addr;
+  }
+  bool operator()(const block* a, const fit_key& k) const noexcept {
+    if (a->seg->stream != k.stream) return a->seg->stream < k.stream;
+    if (a->bytes != k.bytes) return a->bytes < k.bytes;
+    return a->addr < k.addr;
+  }
+  bool operator()(const fit_key& k, const block* b) const noexcept {
+    if (k.stream != b->seg->stream) return k.stream < b->seg->stream;
+    if (k.bytes != b->bytes) return k.bytes < b->bytes;
+    return k.addr < b->addr;
   }
 };
 
@@ -28,8 +46,12 @@ class block_pool {
 
   explicit block_pool(std::pmr::memory_resource* nodes) : blocks_(nodes) {}
 
+  using iterator = set_type::iterator;
+
   void insert(block* b);
   void erase(block* b);
+  /// Erases the block `it` names: no second search after best_fit_at found it.
+  void erase(iterator it);
   bool contains(block* b) const { return blocks_.count(b) != 0; }
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
   /// `accept(b)` may reject a candidate (oversize rules); the search then stops, as PyTorch's does.
@@ -37,7 +59,22 @@ class block_pool {
   /// ranks by its size plus the unmapped pages after it, and the search walks on to the next
   /// larger block while that one ranks smaller.
   template <class Accept>
-  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false);
+  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false) {
+    const iterator it = best_fit_at(stream, bytes, accept, growable_size);
+    return it == blocks_.end() ? nullptr : *it;
+  }
+  /// best_fit, as a position (end() for none) that erase(iterator) takes.
+  template <class Accept>
+  iterator best_fit_at(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false);
+  /// The first block of (stream, at least bytes) in the pool's order, without counting a lookup;
+  /// end() or another stream's block when there is none.
+  iterator lower_bound(stream_id stream, std::size_t bytes) const { return blocks_.lower_bound(fit_key{stream, bytes, 0}); }
+  iterator end() const noexcept { return blocks_.end(); }
+  /// Counts a lookup that did not search (the engine's deferred free answered it).
+  void count_lookup() noexcept { ++lookups_; }
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  /// Changes with every insert and erase: equal versions mean the same blocks in the same order.
+  std::uint64_t version() const noexcept { return version_; }
   /// Largest free block in the pool (any stream).
   std::size_t largest_bytes() const;
 
@@ -53,19 +90,15 @@ class block_pool {
   std::size_t free_bytes_ = 0;
   std::uint64_t lookups_ = 0;
   std::uint64_t epoch_ = 0;
+  std::uint64_t version_ = 0;
 };
 
 template <class Accept>
-block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size) {
+block_pool::iterator block_pool::best_fit_at(stream_id stream, std::size_t bytes, Accept&& accept,
+                                             bool growable_size) {
   ++lookups_;
-  segment key_seg;
-  key_seg.stream = stream;
-  block key;
-  key.seg = &key_seg;
-  key.bytes = bytes;
-  key.addr = 0;
-  auto it = blocks_.lower_bound(&key);
-  if (it == blocks_.end() || (*it)->seg->stream != stream) return nullptr;
+  auto it = lower_bound(stream, bytes);
+  if (it == blocks_.end() || (*it)->seg->stream != stream) return blocks_.end();
   if (growable_size && (*it)->seg->expandable) {
     const auto ranked = [](const block* b) {
       return b->bytes + (b->next != nullptr && b->next->state == block_state::unmapped ? b->next->bytes : 0);
@@ -76,7 +109,7 @@ block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept
       it = next;
     }
   }
-  return accept(*it) ? *it : nullptr;
+  return accept(*it) ? it : blocks_.end();
 }
 
 }  // namespace phasealloc::detail

@@ -70,9 +70,8 @@ engine_impl::~engine_impl() {
   for (event_id e : spare_events_) device_.destroy_event(e);
 }
 
-void engine_impl::emit(trace_op op, device_address addr, std::size_t requested, std::size_t bytes,
+void engine_impl::send(trace_op op, device_address addr, std::size_t requested, std::size_t bytes,
                        stream_id stream, std::uint32_t tag, std::string_view name) {
-  if (sink_ == nullptr) return;
   trace_record r;
   r.op = op;
   r.addr = addr;
@@ -83,11 +82,6 @@ void engine_impl::emit(trace_op op, device_address addr, std::size_t requested, 
   r.tag = tag;
   r.name = name;
   sink_->on_event(r);
-}
-
-byte_levels engine_impl::levels() const {
-  return {stats_.allocated_bytes[stat_type::all].current, stats_.reserved_bytes[stat_type::all].current,
-          stats_.active_bytes[stat_type::all].current, stats_.requested_bytes[stat_type::all].current};
 }
 
 std::size_t engine_impl::largest_free_bytes() const {
@@ -101,18 +95,14 @@ void engine_impl::count_device(std::int64_t device_stats::*global, std::int64_t 
   ++(phases_.current_stats().*phase);
 }
 
-void engine_impl::observe_levels(bool settled) {
-  if (phases_.observe(levels(), settled)) {
-    phases_.set_largest_free_at_peak(static_cast<std::int64_t>(largest_free_bytes()));
-  }
+void engine_impl::note_reserved_peak() {
+  settle();
+  phases_.set_largest_free_at_peak(static_cast<std::int64_t>(largest_free_bytes()));
 }
 
-void engine_impl::after_operation() {
-  observe_levels();
-  if (options_.check_invariants) {
-    const std::vector<std::string> broken = check_invariants();
-    PHASEALLOC_CHECK(broken.empty(), "{} broken invariant(s):\n  {}", broken.size(), fmt::join(broken, "\n  "));
-  }
+void engine_impl::check_or_abort() const {
+  const std::vector<std::string> broken = check_invariants();
+  PHASEALLOC_CHECK(broken.empty(), "{} broken invariant(s):\n  {}", broken.size(), fmt::join(broken, "\n  "));
 }
 
 // --- allocation --------------------------------------------------------------------------------
@@ -123,6 +113,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
   if (bytes > max_request_bytes()) {
     // More than the whole device (a size near 2^64 from a bad trace or caller): no policy can
     // round it without overflow and no device can hold it. Out of memory, before the policy sees it.
+    settle();
     alloc_error error;
     ++stats_.num_ooms;
     ++phases_.current_stats().num_ooms;
@@ -131,25 +122,41 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
     after_operation();
     return error;
   }
-  const std::size_t rounded = policy_.round_bytes(bytes);
-  PHASEALLOC_CHECK(rounded >= bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(), bytes,
-                   rounded);
-  const pool_id pool = policy_.pool_for(request, rounded);
-  PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
-
-  const auto accept = [&](const block* b) { return policy_.may_use(pool, b->bytes, rounded); };
-  block* b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].torch_expandable);
-  if (b != nullptr) {
-    pools_[pool].erase(b);
-  } else {
-    alloc_error error;
-    b = grow(request, pool, rounded, error);
-    if (b == nullptr) {
-      after_operation();
-      return error;
-    }
+  // The policy's answers for the same request as last time (see the note on forget_policy_answers).
+  if (last_answer_.bytes != bytes || last_answer_.stream != stream || last_answer_.tag != tag) {
+    const std::size_t rounded = policy_.round_bytes(bytes);
+    PHASEALLOC_CHECK(rounded >= bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(), bytes,
+                     rounded);
+    const pool_id pool = policy_.pool_for(request, rounded);
+    PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
+    last_answer_ = {bytes, stream, tag, rounded, pool};
   }
-  b = take(b, pool, rounded);
+  const std::size_t rounded = last_answer_.rounded;
+  const pool_id pool = last_answer_.pool;
+
+  block* b = nullptr;
+  if (deferred_ != nullptr) {
+    b = take_deferred(stream, pool, rounded);
+    if (b != nullptr && bytes == deferred_requested_) return allocate_again(b, bytes, stream, tag);
+    if (b != nullptr) add_block_freed(stats_, b->seg->small, 1, static_cast<std::int64_t>(b->bytes),
+                                      static_cast<std::int64_t>(deferred_requested_));
+  }
+  if (b == nullptr) {
+    const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
+    const auto it = pools_[pool].best_fit_at(stream, rounded, accept, pool_traits_[pool].torch_expandable);
+    if (it != pools_[pool].end()) {
+      b = *it;
+      pools_[pool].erase(it);
+    } else {
+      alloc_error error;
+      b = grow(request, pool, rounded, error);
+      if (b == nullptr) {
+        after_operation();
+        return error;
+      }
+    }
+    b = take(b, pool, rounded);
+  }
   b->state = block_state::allocated;
   b->requested_bytes = bytes;
   b->tag = tag;
@@ -223,22 +230,28 @@ block* engine_impl::merge_neighbours(block* b) {
 // --- free --------------------------------------------------------------------------------------
 
 errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
-  const auto it = live_.find(addr);
-  if (it == live_.end()) return classify_unknown(addr, size_bytes);
-  block* b = it->second;
+  block* b = live_.erase(addr);
+  if (b == nullptr) return classify_unknown(addr, size_bytes);
   errc code = errc::ok;
   if (size_bytes != 0 && size_bytes != b->requested_bytes) {
     code = report_misuse(errc::size_mismatch, addr, size_bytes, b->requested_bytes,
                          fmt::format("free of {:#x} with size {} but it was allocated with size {} (block {})", addr,
                                      size_bytes, b->requested_bytes, b->bytes));
   }
-  live_.erase(it);
+  ++phases_.current_stats().num_frees;
+  emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
   const bool small = b->seg->small;
+  if (b->stream_uses.empty()) {
+    settle();  // b may be the deferred block's neighbour
+    if (deferrable(b)) {
+      // Levels now, `freed` sums when it settles or in the pair batch (block_books.hpp).
+      free_deferred(b, addr);
+      return code;
+    }
+  }
   stats_.allocation.decrease(small, 1);
   stats_.allocated_bytes.decrease(small, static_cast<std::int64_t>(b->bytes));
   stats_.requested_bytes.decrease(small, static_cast<std::int64_t>(b->requested_bytes));
-  ++phases_.current_stats().num_frees;
-  emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
 
   if (!b->stream_uses.empty()) {
     b->state = block_state::pending_free;
@@ -271,6 +284,7 @@ errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
 }
 
 void engine_impl::free_block(block* b) {
+  settle();  // b may be the deferred block's neighbour: merge that one first, as the eager books did
   const bool small = b->seg->small;
   stats_.active.decrease(small, 1);
   stats_.active_bytes.decrease(small, static_cast<std::int64_t>(b->bytes));
@@ -310,9 +324,8 @@ void engine_impl::synchronize_pending() {
 }
 
 errc engine_impl::record_stream(device_address addr, stream_id stream) {
-  const auto it = live_.find(addr);
-  if (it == live_.end()) return classify_unknown(addr, 0);
-  block* b = it->second;
+  block* b = live_.find(addr);
+  if (b == nullptr) return classify_unknown(addr, 0);
   if (stream != b->seg->stream &&
       std::find(b->stream_uses.begin(), b->stream_uses.end(), stream) == b->stream_uses.end()) {
     b->stream_uses.push_back(stream);
@@ -336,6 +349,7 @@ errc engine_impl::report_misuse(errc code, device_address addr, std::size_t size
 }
 
 errc engine_impl::classify_unknown(device_address addr, std::size_t size_bytes) {
+  settle();  // the message names the block as the eager books have it
   auto it = segments_.upper_bound(addr);
   if (it != segments_.begin()) {
     const segment& seg = *std::prev(it)->second;
@@ -367,6 +381,8 @@ errc engine_impl::classify_unknown(device_address addr, std::size_t size_bytes) 
 phase_id engine_impl::transition(std::string_view name, int kind) {
   // The policy acts before the new phase starts: what it releases is the old phase's cache, and
   // the new phase's peaks start from the levels after the release.
+  settle();
+  forget_policy_answers();  // on_transition may change what the policy answers
   transition_context c;
   c.from = phases_.current();
   c.to = kind == 1 ? phases_.below() : phases_.intern(name);
@@ -450,10 +466,12 @@ engine::~engine() = default;
 
 result<device_address, alloc_error> engine::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
   std::lock_guard lock(impl_->mutex_);
+  if (const device_address addr = impl_->allocate_hot(bytes, stream, tag)) return addr;
   return impl_->allocate(bytes, stream, tag);
 }
 errc engine::deallocate(device_address addr, std::size_t size_bytes) {
   std::lock_guard lock(impl_->mutex_);
+  if (impl_->deallocate_hot(addr, size_bytes)) return errc::ok;
   return impl_->deallocate(addr, size_bytes);
 }
 errc engine::record_stream(device_address addr, stream_id stream) {
@@ -500,6 +518,8 @@ memory_levels engine::levels() const {
 }
 device_stats engine::stats() const {
   std::lock_guard lock(impl_->mutex_);
+  impl_->settle();  // the books an eager engine would show
+  impl_->pairs_.fold(impl_->stats_);
   return impl_->stats();
 }
 std::vector<phase_stats> engine::phases() const {
@@ -508,12 +528,15 @@ std::vector<phase_stats> engine::phases() const {
 }
 void engine::reset_peak_stats() {
   std::lock_guard lock(impl_->mutex_);
+  impl_->settle();  // a deferred free taken back would raise the levels past the new peaks unchecked
   impl_->stats_.for_each_array([](stat_array& a) {
     for (stat& s : a.by_type) s.reset_peak();
   });
 }
 void engine::reset_accumulated_stats() {
   std::lock_guard lock(impl_->mutex_);
+  impl_->settle();
+  impl_->pairs_.fold(impl_->stats_);  // then dropped with the rest
   impl_->stats_.for_each_array([](stat_array& a) {
     for (stat& s : a.by_type) s.reset_accumulated();
   });
@@ -523,6 +546,7 @@ void engine::reset_accumulated_stats() {
 }
 snapshot engine::take_snapshot() const {
   std::lock_guard lock(impl_->mutex_);
+  impl_->settle();  // the books an eager engine would show
   return impl_->take_snapshot();
 }
 misuse_report engine::last_misuse() const {
@@ -555,11 +579,13 @@ const policy& engine::current_policy() const noexcept { return impl_->policy_; }
 const device& engine::current_device() const noexcept { return impl_->device_; }
 std::vector<std::string> engine::check_invariants() const {
   std::lock_guard lock(impl_->mutex_);
+  impl_->settle();  // the books an eager engine would show
   return impl_->check_invariants();
 }
 void engine::set_trace_sink(trace_sink* sink) {
   std::lock_guard lock(impl_->mutex_);
   impl_->sink_ = sink;
+  impl_->sink_ops_ = sink != nullptr ? sink->wanted_ops() : 0;
 }
 
 }  // namespace phasealloc

@@ -36,6 +36,7 @@ grow_context engine_impl::make_grow_context(const alloc_request& request, pool_i
 }
 
 block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error) {
+  forget_policy_answers();  // before_grow and on_oom may change what the policy answers
   const std::size_t planned = pool_traits_[pool].expandable
                                   ? round_up(rounded, pool_traits_[pool].page_bytes)
                                   : round_up(policy_.segment_bytes(pool, rounded), device_.caps().granularity_bytes);

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "block.hpp"
+#include "block_books.hpp"
 #include "block_pool.hpp"
+#include "engine_lock.hpp"
+#include "live_table.hpp"
 #include "node_recycler.hpp"
 #include "phase_book.hpp"
 #include "phasealloc/engine.hpp"
@@ -41,10 +44,25 @@ class engine_impl {
   /// Folds the levels into the phase book: after every operation, and inside one wherever reserved
   /// rises (a segment or pages added), so a peak that an out-of-memory release undoes before the
   /// operation ends still counts, as in torch's stats.
-  void observe_levels(bool settled = true);
-  void after_operation();
+  void observe_levels(bool settled = true) {
+    if (phases_.observe(levels(), settled)) note_reserved_peak();
+  }
+  void after_operation() {
+    observe_levels();
+    if (options_.check_invariants) check_or_abort();
+  }
+  /// Reserved reached a new peak for the phase: records the largest free block at it.
+  void note_reserved_peak();
+  /// Runs the invariant checker and aborts with what it found broken.
+  void check_or_abort() const;
+  /// Books the deferred free (deferred_free.cpp) as an eager free would have: merged with its free
+  /// neighbour and in its pool. Every operation but allocate's and free's fast paths calls it first,
+  /// so everything that reads the pools sees the books of an engine that merges at once.
+  void settle() {
+    if (deferred_ != nullptr) settle_deferred();
+  }
 
-  mutable std::mutex mutex_;
+  mutable engine_lock mutex_;
   device& device_;
   policy& policy_;
   engine_options options_;
@@ -52,26 +70,154 @@ class engine_impl {
   /// so that rounding cannot overflow). Fixed at construction: the allocation path reads a member.
   std::size_t max_request_bytes_ = 0;
   std::vector<pool_traits> pool_traits_;
-  /// Recycles the nodes of the pool sets and the live map (declared before them: outlives them).
+  /// Recycles the nodes of the pool sets (declared before them: outlives them).
   node_recycler nodes_;
   std::vector<block_pool> pools_;
   std::map<device_address, std::unique_ptr<segment>> segments_;
   /// Expandable reservations of each (pool, stream), in address order: usually one; another is
   /// added when no chain of free and unmapped blocks in the others holds a request.
   std::map<std::pair<pool_id, stream_id>, std::vector<segment*>> expandable_;
-  std::pmr::unordered_map<device_address, block*> live_{&nodes_};
+  live_table live_;
   std::vector<pending_free> pending_;
   std::vector<event_id> spare_events_;
   block_arena arena_;
   device_stats stats_;
   phase_book phases_;
   trace_sink* sink_ = nullptr;
+  /// sink_->wanted_ops() when the sink was set (0 with no sink): emit() tests one bit.
+  trace_op_mask sink_ops_ = 0;
   /// Changes of phase so far: a free block with an older free_epoch was left over by an
   /// earlier phase (release_step::stale_min_run_bytes).
   std::uint64_t phase_epoch_ = 0;
   misuse_report last_misuse_;
+  /// The last freed block while its merge is deferred (deferred_free.cpp): free, in no pool, its
+  /// free neighbour (if any) still in the pool on its own. nullptr when the books are settled.
+  block* deferred_ = nullptr;
+  /// The deferred block's requested size (its block has it reset, as every free block).
+  std::size_t deferred_requested_ = 0;
+  /// Free-then-allocate pairs whose stat sums are not booked yet (block_books.hpp).
+  pair_batch pairs_;
 
  private:
+  /// The policy's last rounding and pool choice, by request (engine.cpp's note on the fast path).
+  struct policy_answer {
+    std::size_t bytes = SIZE_MAX;
+    stream_id stream = 0;
+    std::uint32_t tag = 0;
+    std::size_t rounded = 0;
+    pool_id pool = 0;
+  };
+  policy_answer last_answer_;
+  /// The last time take_deferred handed its block out: while the pool is unchanged (its version)
+  /// and the question the same, the answer is the same (deferred_free.cpp).
+  /// The pool, its stream and the size are the deferred block's own (checked before asking), the
+  /// partner is its free next neighbour: with the pool unchanged, block and address name the question.
+  struct deferred_hit {
+    std::uint64_t pool_version = 0;
+    const block* deferred = nullptr;  ///< nullptr: nothing remembered
+    device_address addr = 0;
+  };
+  deferred_hit last_hit_;
+  /// Forgets last_answer_ and last_hit_: called before every policy hook that may change the
+  /// policy's state, so that nothing the policy answered before is reused after it.
+  void forget_policy_answers() noexcept {
+    last_answer_.bytes = SIZE_MAX;
+    last_hit_.deferred = nullptr;
+  }
+
+  // --- the deferred merge (deferred_free.cpp) ---
+  /// Whether the free of live block b (no stream uses, settled books) may be deferred.
+  bool deferrable(const block* b) const noexcept {
+    return options_.defer_frees && !(b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) &&
+           !pool_traits_[b->seg->pool].torch_expandable;
+  }
+  /// Marks b free and deferred (its levels already lowered by the caller).
+  void defer(block* b) noexcept {
+    const block_pool& pool = pools_[b->seg->pool];
+    deferred_requested_ = b->requested_bytes;
+    b->requested_bytes = 0;
+    b->state = block_state::free;
+    b->tag = 0;
+    b->free_since = pool.lookups();  // the stamps the eager insert would give the merged block now
+    b->free_epoch = pool.epoch();
+    deferred_ = b;
+  }
+  /// The deferred block taken back for the same requested size: the levels return, the sums batch.
+  device_address allocate_again(block* b, std::size_t bytes, stream_id stream, std::uint32_t tag) {
+    b->state = block_state::allocated;
+    b->requested_bytes = bytes;
+    b->tag = tag;
+    live_.emplace(b->addr, b);
+    // The levels return to where they stood before the free: the peaks and the phase book already
+    // hold them (block_books.hpp); the pair's sums wait in the batch.
+    const auto size = static_cast<std::int64_t>(b->bytes);
+    shift_block_levels(stats_, b->seg->small, +1, size, static_cast<std::int64_t>(bytes));
+    pairs_.add(b->seg->small, size, static_cast<std::int64_t>(bytes));
+    ++phases_.current_stats().num_allocs;
+    emit(trace_op::alloc, b->addr, bytes, b->bytes, stream, tag);
+    if (options_.check_invariants) check_or_abort();
+    return b->addr;
+  }
+  /// Frees live block b (taken out of the live table, no stream uses, deferrable) by deferring it.
+  void free_deferred(block* b, device_address addr) {
+    shift_block_levels(stats_, b->seg->small, -1, static_cast<std::int64_t>(b->bytes),
+                       static_cast<std::int64_t>(b->requested_bytes));
+    defer(b);
+    emit(trace_op::free_completed, addr, 0, b->bytes, b->seg->stream);
+    if (options_.check_invariants) check_or_abort();  // levels only fell: nothing for the phase book
+  }
+
+ public:
+  // --- the hot path (engine.cpp's note): what the facade tries before the full operation ---
+  /// allocate() when it is the deferred block taken back for the request that took it last time
+  /// (same size, stream and tag, nothing changed since); 0 when not, with nothing changed.
+  device_address allocate_hot(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+    if (deferred_ == nullptr || bytes != deferred_requested_ || !pending_.empty() || last_answer_.bytes != bytes ||
+        last_answer_.stream != stream || last_answer_.tag != tag) {
+      return 0;
+    }
+    block* b = take_deferred_again(stream, last_answer_.pool, last_answer_.rounded);
+    return b != nullptr ? allocate_again(b, bytes, stream, tag) : 0;
+  }
+  /// deallocate() of a correct free that defers its block, with no deferred block to settle first;
+  /// false when not, with nothing changed.
+  bool deallocate_hot(device_address addr, std::size_t size_bytes) {
+    if (deferred_ != nullptr) return false;
+    block* b = live_.find(addr);
+    if (b == nullptr || (size_bytes != 0 && size_bytes != b->requested_bytes) || !b->stream_uses.empty() ||
+        !deferrable(b)) {
+      return false;
+    }
+    live_.erase(addr);
+    ++phases_.current_stats().num_frees;
+    emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
+    free_deferred(b, addr);
+    return true;
+  }
+
+ private:
+  void settle_deferred();
+  /// The deferred block, when handing it to this request is what the eager books would do (best fit
+  /// would choose it, merged, and split the request off its front, or take it whole); else settles
+  /// and returns nullptr.
+  block* take_deferred(stream_id stream, pool_id pool, std::size_t rounded);
+  /// take_deferred's answer for the question it answered yes to last, while nothing changed.
+  block* take_deferred_again(stream_id stream, pool_id pool, std::size_t rounded) noexcept {
+    block* d = deferred_;
+    block_pool& p = pools_[pool];
+    if (d != last_hit_.deferred || d->addr != last_hit_.addr || p.version() != last_hit_.pool_version ||
+        d->bytes != rounded || d->seg->pool != pool || d->seg->stream != stream) {
+      return nullptr;
+    }
+    p.count_lookup();
+    if (block* partner = d->next; partner != nullptr && partner->state == block_state::free && partner->event_count == 0) {
+      partner->free_since = p.lookups();  // the remainder's re-insert
+      partner->free_epoch = p.epoch();
+    }
+    deferred_ = nullptr;
+    return d;
+  }
+
   // --- allocation path (engine.cpp) ---
   block* grow(const alloc_request& request, pool_id pool, std::size_t rounded, alloc_error& error);
   /// The out-of-memory error users read, from the books as they stand.
@@ -104,12 +250,20 @@ class engine_impl {
 
  public:
   // --- shared helpers ---
+  /// Tells the sink, if it listens to `op` (one bit test otherwise).
   void emit(trace_op op, device_address addr, std::size_t requested, std::size_t bytes, stream_id stream,
-            std::uint32_t tag = 0, std::string_view name = {});
+            std::uint32_t tag = 0, std::string_view name = {}) {
+    if ((sink_ops_ & trace_op_bit(op)) != 0) send(op, addr, requested, bytes, stream, tag, name);
+  }
+  void send(trace_op op, device_address addr, std::size_t requested, std::size_t bytes, stream_id stream,
+            std::uint32_t tag, std::string_view name);
   bool is_small(pool_id pool) const { return pool_traits_[pool].small; }
   std::size_t limit() const { return options_.limit_bytes; }
   std::size_t largest_free_bytes() const;
-  byte_levels levels() const;
+  byte_levels levels() const {
+    return {stats_.allocated_bytes[stat_type::all].current, stats_.reserved_bytes[stat_type::all].current,
+            stats_.active_bytes[stat_type::all].current, stats_.requested_bytes[stat_type::all].current};
+  }
   void count_device(std::int64_t device_stats::*global, std::int64_t phase_stats::*phase);
   /// Merges b with free neighbours of the same kind (free with no events, or unmapped);
   /// returns the surviving block. b must not be in a pool.

@@ -42,6 +42,8 @@ std::size_t pool_rank(const release_step& step, pool_id pool) {
 }  // namespace
 
 std::size_t engine_impl::run_plan(const release_plan& plan) {
+  settle();
+  forget_policy_answers();  // the plan's hook (on_empty_cache, ...) may have changed the policy
   std::size_t released = 0;
   for (const release_step& step : plan) released += run_step(step);
   return released;

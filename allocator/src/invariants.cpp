@@ -50,8 +50,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
           requested[t] += static_cast<std::int64_t>(b->requested_bytes);
           allocations[0] += 1;
           allocations[t] += 1;
-          const auto it = live_.find(b->addr);
-          if (it == live_.end() || it->second != b) fail(fmt::format("allocated block {:#x} is not in the live map", b->addr));
+          if (live_.find(b->addr) != b) fail(fmt::format("allocated block {:#x} is not in the live map", b->addr));
           if (pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("allocated block {:#x} is in a pool", b->addr));
           break;
         }
@@ -62,9 +61,19 @@ std::vector<std::string> engine_impl::check_invariants() const {
           if (b->event_count <= 0) fail(fmt::format("pending block {:#x} has no events", b->addr));
           break;
         case block_state::free:
+          if (b == deferred_) {
+            // The deferred free (deferred_free.cpp): out of its pool, its free neighbour after it
+            // unmerged; nothing free before it (that would have merged at once).
+            if (pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("deferred block {:#x} is in a pool", b->addr));
+            if (b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) {
+              fail(fmt::format("deferred block {:#x} follows the free block {:#x}", b->addr, b->prev->addr));
+            }
+            if (pool_traits_[seg->pool].torch_expandable) fail(fmt::format("deferred block {:#x} in a torch_expandable pool", b->addr));
+            break;
+          }
           ++free_blocks;
           if (!pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("free block {:#x} is not in its pool", b->addr));
-          if (b->next != nullptr && b->next->state == block_state::free && b->event_count == 0 && b->next->event_count == 0) {
+          if (b->next != nullptr && b->next != deferred_ && b->next->state == block_state::free && b->event_count == 0 && b->next->event_count == 0) {
             fail(fmt::format("free blocks {:#x} and {:#x} are neighbours but not merged", b->addr, b->next->addr));
           }
           break;
@@ -93,6 +102,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
     if (bytes != pools_[p].free_bytes()) fail(fmt::format("pool '{}': blocks sum to {} but books say {}", pool_traits_[p].name, bytes, pools_[p].free_bytes()));
     pooled += pools_[p].size();
   }
+  if (deferred_ != nullptr && deferred_->state != block_state::free) fail(fmt::format("deferred block {:#x} is not free", deferred_->addr));
   if (pooled != free_blocks) fail(fmt::format("pools hold {} blocks but {} blocks are free", pooled, free_blocks));
   if (live_.size() != static_cast<std::size_t>(allocations[0])) fail(fmt::format("live map has {} entries for {} allocated blocks", live_.size(), allocations[0]));
   std::size_t pending_events = 0;

@@ -26,7 +26,8 @@ void phase_book::start_interval(phase_id id, const byte_levels& now) {
   ++phases_[id].intervals;
   interval_ = now;
   // A phase's peaks include the levels it starts at: memory it inherits counts against it.
-  observe(now);
+  last_ = now;
+  fold(now, true);
 }
 
 phase_id phase_book::push(phase_id id) {
@@ -52,8 +53,7 @@ phase_id phase_book::replace(phase_id id) {
   return before;
 }
 
-bool phase_book::observe(const byte_levels& levels, bool settled) {
-  last_ = levels;
+bool phase_book::fold(const byte_levels& levels, bool settled) {
   phase_stats& p = phases_[current()];
   p.peak_allocated_bytes = std::max(p.peak_allocated_bytes, levels.allocated);
   p.peak_active_bytes = std::max(p.peak_active_bytes, levels.active);

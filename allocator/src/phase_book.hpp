@@ -2,7 +2,9 @@
 //
 // Approach: the engine calls observe() after every change to its byte counters; the book folds
 // the new values into the current phase's peaks and into the peaks of the current *interval*
-// (the stretch since the last transition), which policies see at the next transition.
+// (the stretch since the last transition), which policies see at the next transition. A phase's
+// peaks are never below the interval's (the interval starts by observing its levels), so a call
+// whose levels are all at or below the interval's peaks changes nothing and returns at once.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +44,17 @@ class phase_book {
   /// Folds the current levels into the current phase and interval. Returns true when reserved
   /// reached a new peak for the phase (the engine then records the largest free block).
   /// `settled`: false inside an operation (reserved rose while growing), true at its end.
-  bool observe(const byte_levels& levels, bool settled = true);
+  bool observe(const byte_levels& levels, bool settled = true) {
+    last_ = levels;
+    // Nothing rose past the interval's peaks (never above the phase's), and no peak waits to be
+    // settled: every max in fold() would keep its value. Most calls end here (every free, every
+    // allocation below the peak).
+    if (levels.allocated <= interval_.allocated && levels.active <= interval_.active &&
+        levels.requested <= interval_.requested && levels.reserved <= interval_.reserved && !unsettled_peak_) {
+      return false;
+    }
+    return fold(levels, settled);
+  }
   void set_largest_free_at_peak(std::int64_t bytes) { phases_[current()].largest_free_block_at_peak_bytes = bytes; }
 
   phase_stats& current_stats() { return phases_[current()]; }
@@ -52,6 +64,8 @@ class phase_book {
 
  private:
   void start_interval(phase_id id, const byte_levels& now);
+  /// observe() without the early return: folds every level into the phase and the interval.
+  bool fold(const byte_levels& levels, bool settled);
 
   std::vector<phase_stats> phases_;
   std::unordered_map<std::string, phase_id> ids_;

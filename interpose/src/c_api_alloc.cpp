@@ -6,8 +6,11 @@
 //   crosses the C boundary except the allocation failure phasealloc_malloc must throw (PyTorch
 //   does not check for NULL; see allocation_failure.hpp).
 // Approach: the stream handle's pointer value is the engine's stream id. The per-device engine is
-//   found lock-free (engine_registry). Every function body runs in try/catch(...); phasealloc_malloc
-//   computes its failure inside the try and throws only after leaving it.
+//   found lock-free (engine_registry::existing; slot() builds it on first use). The engines send
+//   alloc and free events only while a trace or an event listener wants them (engine_observer).
+//   Every function body runs in try/catch(...); phasealloc_malloc describes a failure inside the
+//   try (out of line, into a per-thread record, so the hot path holds no string) and throws only
+//   after leaving it.
 //   record_stream gets no device: the engine whose observer holds the address answers it.
 // Limitations: phasealloc_free trusts PyTorch's device argument (it is the one recorded at malloc).
 #include <cinttypes>
@@ -25,42 +28,122 @@
 namespace phasealloc::interpose {
 namespace {
 
-struct allocation {
-  void* ptr = nullptr;
+/// Why this thread's last allocation failed (set only on the failure path, read right after).
+struct allocation_failure {
   bool out_of_memory = false;
-  std::string failure;  ///< Empty on success.
+  std::string text;
 };
 
-allocation allocate(ssize_t size, int device, void* stream) noexcept {
-  allocation out;
+allocation_failure& last_failure() {
+  thread_local allocation_failure failure;
+  return failure;
+}
+
+[[gnu::cold, gnu::noinline]] void note_failure(bool out_of_memory, std::string text) noexcept {
+  try {
+    allocation_failure& f = last_failure();
+    f.out_of_memory = out_of_memory;
+    f.text = std::move(text);
+  } catch (...) {
+    // Out of host memory: the failure keeps its previous text.
+  }
+}
+
+[[gnu::cold, gnu::noinline]] void note_engine_failure(const alloc_error& error, ssize_t size, int device) noexcept {
+  try {
+    const bool out_of_memory = error.code == errc::out_of_memory;
+    note_failure(out_of_memory, out_of_memory ? fmt::format("CUDA out of memory. GPU {}: {}", device,
+                                                            format_oom_report(error.report))
+                                              : fmt::format("phasealloc_malloc({}) on device {} failed: {}", size,
+                                                            device, to_string(error.code)));
+  } catch (...) {
+    note_failure(false, "phasealloc_malloc failed (out of host memory while describing why)");
+  }
+}
+
+[[gnu::cold, gnu::noinline]] void note_exception(ssize_t size, int device, const char* what) noexcept {
+  try {
+    note_failure(false, fmt::format("phasealloc_malloc({}) on device {} failed: {}", size, device, what));
+  } catch (...) {
+    note_failure(false, "phasealloc_malloc failed (out of host memory)");
+  }
+}
+
+/// allocate() when the device has no engine yet (or the size is negative): builds the engine first.
+[[gnu::cold, gnu::noinline]] void* allocate_first(ssize_t size, int device, void* stream) noexcept {
   try {
     if (size < 0) {
-      out.failure = fmt::format("phasealloc_malloc: negative size {} on device {}", size, device);
-      return out;
+      note_failure(false, fmt::format("phasealloc_malloc: negative size {} on device {}", size, device));
+      return nullptr;
     }
     auto slot = engine_registry::instance().slot(device);
     if (!slot) {
-      out.failure = fmt::format("phasealloc_malloc: no engine for device {}: {}", device, slot.error());
-      return out;
+      note_failure(false, fmt::format("phasealloc_malloc: no engine for device {}: {}", device, slot.error()));
+      return nullptr;
     }
     const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
     auto addr = slot.value()->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
-    if (addr) {
-      out.ptr = reinterpret_cast<void*>(addr.value());
-      return out;
-    }
-    const alloc_error& error = addr.error();
-    out.out_of_memory = error.code == errc::out_of_memory;
-    out.failure = out.out_of_memory
-                      ? fmt::format("CUDA out of memory. GPU {}: {}", device, format_oom_report(error.report))
-                      : fmt::format("phasealloc_malloc({}) on device {} failed: {}", size, device,
-                                    to_string(error.code));
+    if (addr) return reinterpret_cast<void*>(addr.value());
+    note_engine_failure(addr.error(), size, device);
   } catch (const std::exception& e) {
-    out.failure = fmt::format("phasealloc_malloc({}) on device {} failed: {}", size, device, e.what());
+    note_exception(size, device, e.what());
   } catch (...) {
-    out.failure = fmt::format("phasealloc_malloc({}) on device {} failed: unknown exception", size, device);
+    note_exception(size, device, "unknown exception");
   }
-  return out;
+  return nullptr;
+}
+
+/// The block, or nullptr with last_failure() saying why. The hot path keeps no string and a small
+/// frame: every failure is described out of line.
+void* allocate(ssize_t size, int device, void* stream) noexcept {
+  try {
+    device_slot* s = size >= 0 ? engine_registry::instance().existing(device) : nullptr;  // lock-free
+    if (s == nullptr) [[unlikely]] return allocate_first(size, device, stream);
+    const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
+    auto addr = s->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
+    if (addr) [[likely]] return reinterpret_cast<void*>(addr.value());
+    note_engine_failure(addr.error(), size, device);
+  } catch (const std::exception& e) {
+    note_exception(size, device, e.what());
+  } catch (...) {
+    note_exception(size, device, "unknown exception");
+  }
+  return nullptr;
+}
+
+/// phasealloc_malloc's failure: kept as the last error, then thrown as PyTorch expects.
+[[noreturn, gnu::cold, gnu::noinline]] void raise_failure() {
+  const allocation_failure& f = last_failure();
+  set_last_error(f.text);
+  if (f.out_of_memory) throw_out_of_memory(f.text);
+  throw_allocation_failure(f.text);
+}
+
+/// What phasealloc_free does when its hot path did not apply: no engine for the device, a misuse
+/// the engine reported, or an exception. Out of line, so that the hot path keeps a small frame.
+[[gnu::cold, gnu::noinline]] void free_slow(void* ptr, ssize_t size, int device, device_slot* slot, errc code) noexcept {
+  try {
+    if (slot == nullptr) {
+      report_interpose_misuse(fmt::format("phasealloc_free({}, {}): device {} never allocated anything", ptr, size,
+                                          device));
+      return;
+    }
+    // The engine printed and counted it; keep it as the last error too.
+    set_last_error(fmt::format("phasealloc_free({}, {}) on device {}: {}: {}", ptr, size, device, to_string(code),
+                               slot->eng->last_misuse().message));
+  } catch (const std::exception& e) {
+    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: {}", ptr, size, device, e.what()));
+  } catch (...) {
+    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: unknown exception", ptr, size, device));
+  }
+}
+
+[[gnu::cold, gnu::noinline]] void free_failed(void* ptr, ssize_t size, int device, const char* what) noexcept {
+  try {
+    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: {}", ptr, size, device, what));
+  } catch (...) {
+    // Out of host memory while reporting: nothing more to do.
+  }
 }
 
 }  // namespace
@@ -72,41 +155,28 @@ using namespace phasealloc::interpose;
 extern "C" {
 
 PHASEALLOC_API void* phasealloc_malloc(ssize_t size, int device, void* stream) {
-  allocation a = allocate(size, device, stream);
-  if (a.failure.empty()) return a.ptr;
-  set_last_error(a.failure);
-  if (a.out_of_memory) throw_out_of_memory(a.failure);
-  throw_allocation_failure(a.failure);
+  if (void* p = allocate(size, device, stream)) [[likely]] return p;
+  raise_failure();
 }
 
 PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* stream) {
-  allocation a = allocate(size, device, stream);
-  if (a.failure.empty()) return a.ptr;
-  set_last_error(a.failure);
+  if (void* p = allocate(size, device, stream)) [[likely]] return p;
+  set_last_error(last_failure().text);
   return nullptr;
 }
 
 PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* /*stream*/) {
   if (ptr == nullptr) return;
   try {
-    engine_registry& registry = engine_registry::instance();
-    device_slot* slot = registry.existing(device);
-    if (slot == nullptr) {
-      report_interpose_misuse(fmt::format("phasealloc_free({}, {}): device {} never allocated anything", ptr, size,
-                                          device));
-      return;
-    }
+    device_slot* slot = engine_registry::instance().existing(device);
+    if (slot == nullptr) [[unlikely]] return free_slow(ptr, size, device, nullptr, errc::ok);
     const errc code = slot->eng->deallocate(reinterpret_cast<device_address>(ptr),
                                             size < 0 ? 0 : static_cast<std::size_t>(size));
-    if (code != errc::ok) {
-      // The engine printed and counted it; keep it as the last error too.
-      set_last_error(fmt::format("phasealloc_free({}, {}) on device {}: {}: {}", ptr, size, device, to_string(code),
-                                 slot->eng->last_misuse().message));
-    }
+    if (code != errc::ok) [[unlikely]] free_slow(ptr, size, device, slot, code);
   } catch (const std::exception& e) {
-    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: {}", ptr, size, device, e.what()));
+    free_failed(ptr, size, device, e.what());
   } catch (...) {
-    report_error(fmt::format("phasealloc_free({}, {}) on device {} failed: unknown exception", ptr, size, device));
+    free_failed(ptr, size, device, "unknown exception");
   }
 }
 

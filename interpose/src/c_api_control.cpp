@@ -136,6 +136,12 @@ PHASEALLOC_API void phasealloc_clear_last_error(void) { clear_last_error(); }
 
 PHASEALLOC_API int phasealloc_set_event_listener(phasealloc_event_fn fn, void* context) {
   set_event_listener(fn, context);
+  try {
+    engine_registry::instance().refresh_sinks();  // the engines send block events only to a listener
+  } catch (...) {
+    report_error("phasealloc_set_event_listener: could not tell the engines (out of host memory)");
+    return -1;
+  }
   return 0;
 }
 

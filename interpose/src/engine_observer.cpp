@@ -27,6 +27,12 @@ void engine_observer::on_event(const trace_record& record) noexcept {
   if (trace_sink* sink = forward()) sink->on_event(record);
 }
 
+trace_op_mask engine_observer::wanted_ops() const noexcept {
+  if (forward() != nullptr || event_listener_set()) return all_trace_ops;
+  return trace_op_bit(trace_op::segment_alloc) | trace_op_bit(trace_op::segment_map) |
+         trace_op_bit(trace_op::segment_free) | trace_op_bit(trace_op::segment_unmap);
+}
+
 bool engine_observer::holds(device_address addr) const {
   std::lock_guard lock(mutex_);
   return ranges_.contains(addr);

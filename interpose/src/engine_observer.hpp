@@ -10,6 +10,8 @@
 //   events, so its mutex is cold) and forwards every event to the current recorder, if any.
 //   Every event also goes to the process's event listener, if one is set (event_listener.hpp).
 //   Swapping the recorder: store the pointer, then call engine::set_trace_sink(&observer) again.
+//   The engine reads wanted_ops() there too, so that call also switches block events on or off;
+//   setting the event listener does the same for every engine (engine_registry::refresh_sinks).
 //   That call takes the engine's lock, so when it returns no on_event still uses the old
 //   recorder, which may then be flushed and destroyed (see trace_control.cpp).
 // Limitations: an address inside a held range may be free (a stale pointer); the engine that owns
@@ -28,6 +30,9 @@ namespace phasealloc::interpose {
 class engine_observer final : public trace_sink {
  public:
   void on_event(const trace_record& record) noexcept override;
+  /// Segment events always (holds() needs them); every op while a recorder or the process's event
+  /// listener is set. Alloc and free events cost the hot path, so with neither they are not sent.
+  trace_op_mask wanted_ops() const noexcept override;
 
   /// Whether `addr` lies in memory the engine holds (mapped segments or pages).
   bool holds(device_address addr) const;

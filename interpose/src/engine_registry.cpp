@@ -12,7 +12,9 @@
 
 namespace phasealloc::interpose {
 
-engine_registry& engine_registry::instance() {
+std::atomic<engine_registry*> engine_registry::instance_{nullptr};
+
+engine_registry& engine_registry::make_instance() {
   static engine_registry* registry = [] {
     auto* r = new engine_registry;  // leaked on purpose: see the design note
     // A trace named in the configuration runs from the first use of the registry.
@@ -23,12 +25,8 @@ engine_registry& engine_registry::instance() {
     }
     return r;
   }();
+  instance_.store(registry, std::memory_order_release);
   return *registry;
-}
-
-device_slot* engine_registry::existing(int ordinal) const noexcept {
-  if (ordinal < 0 || ordinal >= max_devices) return nullptr;
-  return slots_[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
 }
 
 std::vector<device_slot*> engine_registry::created() const {
@@ -83,6 +81,12 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
   if (!trace_pattern_.empty()) attach_trace(*s, trace_pattern_, format_interpose_config(config));
   slots_[static_cast<std::size_t>(ordinal)].store(s, std::memory_order_release);
   return s;
+}
+
+void engine_registry::refresh_sinks() {
+  // Under the registry's lock: an engine being created now reads the new listener state itself.
+  std::lock_guard lock(mutex_);
+  for (device_slot* s : created()) s->eng->set_trace_sink(&s->observer);
 }
 
 // --- phases --------------------------------------------------------------------------------------

@@ -36,13 +36,19 @@ class engine_registry {
  public:
   static constexpr int max_devices = 64;
 
-  /// The process's registry (created on first use, never destroyed).
-  static engine_registry& instance();
+  /// The process's registry (created on first use, never destroyed). Inline: every malloc asks.
+  static engine_registry& instance() {
+    if (engine_registry* r = instance_.load(std::memory_order_acquire)) [[likely]] return *r;
+    return make_instance();
+  }
 
   /// The slot of `ordinal`, created on first use; or why it cannot be (bad configuration, no device).
   result<device_slot*, std::string> slot(int ordinal);
   /// The slot of `ordinal` if it was created, else nullptr. Lock-free.
-  device_slot* existing(int ordinal) const noexcept;
+  device_slot* existing(int ordinal) const noexcept {
+    if (ordinal < 0 || ordinal >= max_devices) return nullptr;
+    return slots_[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire);
+  }
   /// Every created slot, in ordinal order. Lock-free snapshot.
   std::vector<device_slot*> created() const;
 
@@ -63,12 +69,18 @@ class engine_registry {
   std::string flush_traces();
   bool tracing() const;
 
+  /// Makes every engine read its observer's wanted_ops() again (after the event listener changed).
+  void refresh_sinks();
+
   // --- misuse the interpose layer itself saw (no engine involved) -------------------------------
   std::int64_t count_misuse() noexcept { return misuse_.fetch_add(1, std::memory_order_relaxed) + 1; }
   std::int64_t misuse_count() const noexcept { return misuse_.load(std::memory_order_relaxed); }
 
  private:
   engine_registry() = default;
+  static engine_registry& make_instance();
+
+  static std::atomic<engine_registry*> instance_;  ///< Published once by make_instance().
   result<device_slot*, std::string> create_locked(int ordinal);
   void flush_traces_at_exit();
 

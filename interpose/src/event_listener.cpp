@@ -44,6 +44,8 @@ void set_event_listener(phasealloc_event_fn fn, void* context) noexcept {
   g_listener.store(next, std::memory_order_release);  // the previous one is leaked on purpose
 }
 
+bool event_listener_set() noexcept { return g_listener.load(std::memory_order_acquire) != nullptr; }
+
 void notify_event_listener(int ordinal, const trace_record& record) noexcept {
   const listener* l = g_listener.load(std::memory_order_acquire);
   if (l == nullptr) return;

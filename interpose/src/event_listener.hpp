@@ -18,6 +18,9 @@ namespace phasealloc::interpose {
 
 void set_event_listener(phasealloc_event_fn fn, void* context) noexcept;
 
+/// Whether a listener is set now (engine observers then ask their engines for every event).
+bool event_listener_set() noexcept;
+
 /// Forwards `record` of device `ordinal` to the listener, if one is set and the op is one of
 /// PyTorch's trace actions. Never throws.
 void notify_event_listener(int ordinal, const trace_record& record) noexcept;

@@ -30,6 +30,10 @@ struct engine_options {
   bool check_invariants = false;
   /// Limit on reserved bytes (0 = the device's capacity): torch's per-process memory fraction.
   std::size_t limit_bytes = 0;
+  /// Defer the merge of a freed block to the next operation, so that allocating it again costs no
+  /// split and no merge (the hot path). Every decision and every book reads the same either way;
+  /// off only for the tests that check exactly that.
+  bool defer_frees = true;
 };
 
 /// Current bytes, all pools.

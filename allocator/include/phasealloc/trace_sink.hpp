@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "phasealloc/types.hpp"
@@ -35,11 +36,20 @@ struct trace_record {
   std::string_view name;  ///< Phase name for phase events; valid only during the call.
 };
 
+/// A set of trace_ops, one bit each (bit i: the op whose value is i).
+using trace_op_mask = std::uint32_t;
+constexpr trace_op_mask trace_op_bit(trace_op op) noexcept { return trace_op_mask{1} << static_cast<unsigned>(op); }
+inline constexpr trace_op_mask all_trace_ops = ~trace_op_mask{0};
+
 class trace_sink {
  public:
   virtual ~trace_sink() = default;
   /// Called under the engine's lock: must be quick and must not call back into the engine.
   virtual void on_event(const trace_record& record) noexcept = 0;
+  /// The ops this sink takes; the engine sends no other (and builds no record for them). Read when
+  /// the sink is set (engine::set_trace_sink): a sink whose interest changes calls it again.
+  /// Default: every op.
+  virtual trace_op_mask wanted_ops() const noexcept { return all_trace_ops; }
 };
 
 }  // namespace phasealloc

@@ -1,0 +1,120 @@
+// hot_path_pairs: allocate + free one size, N times, in one function per allocator, so that
+// callgrind can count the instructions of exactly those pairs (bench/callgrind_pairs.sh).
+//
+//   hot_path_pairs engine SPEC BYTES N   the engine with policy SPEC on a zero-cost sim device
+//   hot_path_pairs capi SPEC BYTES N     phasealloc_malloc / phasealloc_free (the C entry point PyTorch
+//                                        calls), device:sim, policy SPEC
+//   hot_path_pairs glibc - BYTES N       malloc / free
+//
+// Design note
+// Rationale: instruction counts are the noise-free measure of the hot path (time on a shared VM is
+//   not); Google Benchmark runs a loop an unknown number of times, so counting inside it needs the
+//   iteration count from elsewhere. Here the count is N by construction.
+// Approach: every mode warms up with one pair outside the counted function, then runs N pairs in
+//   run_pairs_<mode> (never inlined: callgrind --toggle-collect names it). The process prints one
+//   JSON line with what ran; the script divides callgrind's total by N.
+// Limitations: one size, one stream, one thread: the cached-reuse path only (BM_HotPath's pattern).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/engine.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
+#include "phasealloc_c_api.h"
+
+namespace {
+
+using phasealloc::engine;
+
+[[gnu::noinline]] std::size_t run_pairs_engine(engine& eng, std::size_t bytes, std::size_t n) {
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto r = eng.allocate(bytes, 0);
+    if (!r) {
+      ++failures;
+      continue;
+    }
+    (void)eng.deallocate(r.value(), bytes);
+  }
+  return failures;
+}
+
+[[gnu::noinline]] std::size_t run_pairs_capi(std::size_t bytes, std::size_t n) {
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      void* p = phasealloc_malloc(static_cast<ssize_t>(bytes), 0, nullptr);  // throws on failure, as PyTorch expects
+      phasealloc_free(p, static_cast<ssize_t>(bytes), 0, nullptr);
+    } catch (...) {
+      ++failures;
+    }
+  }
+  return failures;
+}
+
+[[gnu::noinline]] std::size_t run_pairs_glibc(std::size_t bytes, std::size_t n) {
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    void* p = std::malloc(bytes);
+    asm volatile("" : : "r"(p) : "memory");  // keep the pair
+    if (p == nullptr) ++failures;
+    std::free(p);
+  }
+  return failures;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: hot_path_pairs engine|capi|glibc SPEC BYTES N\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) return usage();
+  const std::string mode = argv[1];
+  const std::string spec = argv[2];
+  const auto bytes = static_cast<std::size_t>(std::strtoull(argv[3], nullptr, 10));
+  const auto n = static_cast<std::size_t>(std::strtoull(argv[4], nullptr, 10));
+  std::size_t failures = 0;
+  if (mode == "engine") {
+    auto pol = phasealloc::make_policy(spec);
+    if (!pol) {
+      std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
+      return 1;
+    }
+    bool virtual_memory = false;
+    for (const phasealloc::pool_traits& p : pol.value()->pools()) virtual_memory = virtual_memory || p.expandable;
+    phasealloc::sim_config config;  // as bench/alloc_patterns.cpp: 80 GiB, 2 MiB pages, zero cost
+    config.capacity_bytes = std::size_t{80} << 30;
+    config.granularity_bytes = std::size_t{2} << 20;
+    config.virtual_memory = virtual_memory;
+    config.events_complete_immediately = true;
+    phasealloc::sim_device dev(config);
+    engine eng(dev, *pol.value());
+    failures += run_pairs_engine(eng, bytes, 1);  // warm: the first pair grows
+    failures += run_pairs_engine(eng, bytes, n);
+  } else if (mode == "capi") {
+    const std::string conf = "device:sim,policy:[" + spec + "]";
+    if (phasealloc_configure(conf.c_str()) != 0) {
+      std::fprintf(stderr, "hot_path_pairs: phasealloc_configure(\"%s\"): %s\n", conf.c_str(), phasealloc_last_error());
+      return 1;
+    }
+    phasealloc_init(1);
+    failures += run_pairs_capi(bytes, 1);
+    failures += run_pairs_capi(bytes, n);
+  } else if (mode == "glibc") {
+    failures += run_pairs_glibc(bytes, 1);
+    failures += run_pairs_glibc(bytes, n);
+  } else {
+    return usage();
+  }
+  std::printf("{\"mode\": \"%s\", \"spec\": \"%s\", \"bytes\": %zu, \"pairs\": %zu, \"failures\": %zu}\n", mode.c_str(),
+              spec.c_str(), bytes, n, failures);
+  return failures == 0 ? 0 : 1;
+}
