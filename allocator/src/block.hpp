@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory_resource>
+#include <set>
 #include <vector>
 
 #include "phasealloc/snapshot.hpp"
@@ -20,6 +22,26 @@
 namespace phasealloc::detail {
 
 struct segment;
+struct block;
+class block_pool;
+
+/// A position in a pool's order without a block: what a pool's lower_bound searches for.
+struct fit_key {
+  stream_id stream = 0;
+  std::size_t bytes = 0;
+  device_address addr = 0;
+};
+
+/// A pool's order: (stream, size, address). Defined below, once block and segment are.
+struct block_order {
+  using is_transparent = void;  // lower_bound takes a fit_key: no block and segment built to search
+  bool operator()(const block* a, const block* b) const noexcept;
+  bool operator()(const block* a, const fit_key& k) const noexcept;
+  bool operator()(const fit_key& k, const block* b) const noexcept;
+};
+
+/// A pool's free blocks (block_pool.hpp).
+using pool_set = std::pmr::set<block*, block_order>;
 
 struct block {
   device_address addr = 0;
@@ -34,6 +56,10 @@ struct block {
   std::uint64_t free_since = 0;     ///< Pool lookup count when the block became free (for aging).
   std::uint64_t free_epoch = 0;     ///< Phase epoch (changes of phase so far) when it became free.
   std::uint32_t tag = 0;
+  /// The pool holding the block (nullptr: none) and its place there, so that taking it out needs
+  /// no search (block_pool::erase).
+  const block_pool* pooled_in = nullptr;
+  pool_set::const_iterator pool_pos{};
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
 };
@@ -51,6 +77,22 @@ struct segment {
   device_address end() const noexcept { return addr + bytes; }
 };
 
+inline bool block_order::operator()(const block* a, const block* b) const noexcept {
+  if (a->seg->stream != b->seg->stream) return a->seg->stream < b->seg->stream;
+  if (a->bytes != b->bytes) return a->bytes < b->bytes;
+  return a->addr < b->addr;
+}
+inline bool block_order::operator()(const block* a, const fit_key& k) const noexcept {
+  if (a->seg->stream != k.stream) return a->seg->stream < k.stream;
+  if (a->bytes != k.bytes) return a->bytes < k.bytes;
+  return a->addr < k.addr;
+}
+inline bool block_order::operator()(const fit_key& k, const block* b) const noexcept {
+  if (k.stream != b->seg->stream) return k.stream < b->seg->stream;
+  if (k.bytes != b->bytes) return k.bytes < b->bytes;
+  return k.addr < b->addr;
+}
+
 /// Recycles block objects so splitting does not call the system allocator on the hot path.
 class block_arena {
  public:
@@ -58,7 +100,9 @@ class block_arena {
     if (!spare_.empty()) {
       block* b = spare_.back();
       spare_.pop_back();
+      std::vector<stream_id> uses = std::move(b->stream_uses);  // empty (recycle cleared it); keeps its capacity
       *b = block{};
+      b->stream_uses = std::move(uses);
       return b;
     }
     return &storage_.emplace_back();

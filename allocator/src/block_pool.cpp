@@ -5,24 +5,27 @@
 namespace phasealloc::detail {
 
 void block_pool::insert(block* b) {
+  PHASEALLOC_CHECK(b->pooled_in == nullptr, "block {:#x} (+{}) inserted into a pool while in one", b->addr, b->bytes);
   b->free_since = lookups_;
   b->free_epoch = epoch_;
-  const bool inserted = blocks_.insert(b).second;
+  const auto [it, inserted] = blocks_.insert(b);
   PHASEALLOC_CHECK(inserted, "block {:#x} (+{}) inserted twice into its pool", b->addr, b->bytes);
+  b->pooled_in = this;
+  b->pool_pos = it;
   free_bytes_ += b->bytes;
   ++version_;
 }
 
 void block_pool::erase(block* b) {
-  const std::size_t erased = blocks_.erase(b);
-  PHASEALLOC_CHECK(erased == 1, "block {:#x} (+{}) is not in its pool", b->addr, b->bytes);
-  free_bytes_ -= b->bytes;
-  ++version_;
+  PHASEALLOC_CHECK(b->pooled_in == this, "block {:#x} (+{}) is not in its pool", b->addr, b->bytes);
+  erase(b->pool_pos);
 }
 
 void block_pool::erase(iterator it) {
-  free_bytes_ -= (*it)->bytes;
+  block* b = *it;
+  free_bytes_ -= b->bytes;
   blocks_.erase(it);
+  b->pooled_in = nullptr;
   ++version_;
 }
 

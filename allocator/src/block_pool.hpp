@@ -13,36 +13,10 @@
 
 namespace phasealloc::detail {
 
-/// A position in the pool's order without a block: what lower_bound searches for.
-struct fit_key {
-  stream_id stream = 0;
-  std::size_t bytes = 0;
-  device_address addr = 0;
-};
-
-struct block_order {
-  using is_transparent = void;  // lower_bound takes a fit_key: no block and segment built to search
-  bool operator()(const block* a, const block* b) const noexcept {
-    if (a->seg->stream != b->seg->stream) return a->seg->stream < b->seg->stream;
-    if (a->bytes != b->bytes) return a->bytes < b->bytes;
-    return a->addr < b->addr;
-  }
-  bool operator()(const block* a, const fit_key& k) const noexcept {
-    if (a->seg->stream != k.stream) return a->seg->stream < k.stream;
-    if (a->bytes != k.bytes) return a->bytes < k.bytes;
-    return a->addr < k.addr;
-  }
-  bool operator()(const fit_key& k, const block* b) const noexcept {
-    if (k.stream != b->seg->stream) return k.stream < b->seg->stream;
-    if (k.bytes != b->bytes) return k.bytes < b->bytes;
-    return k.addr < b->addr;
-  }
-};
-
 class block_pool {
  public:
   /// Nodes come from the engine's pool resource: no system allocator call on the hot path.
-  using set_type = std::pmr::set<block*, block_order>;
+  using set_type = pool_set;
 
   explicit block_pool(std::pmr::memory_resource* nodes) : blocks_(nodes) {}
 
@@ -52,7 +26,7 @@ class block_pool {
   void erase(block* b);
   /// Erases the block `it` names: no second search after best_fit_at found it.
   void erase(iterator it);
-  bool contains(block* b) const { return blocks_.count(b) != 0; }
+  bool contains(block* b) const { return blocks_.count(b) != 0 && b->pooled_in == this; }
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
   /// `accept(b)` may reject a candidate (oversize rules); the search then stops, as PyTorch's does.
   /// With `growable_size` (pool_traits::torch_expandable), a block of an expandable segment

@@ -11,7 +11,14 @@
 //   alloc_error with the report. The chosen block is split when should_split (policy) says so.
 //   Stats and the phase book are updated in one place per outcome; after_operation() folds the
 //   levels into the phase book and, in tests, runs the invariant checker.
-// Limitations: one mutex per engine (per device); contention is measured in bench/.
+//   The hot path (issue 16): a free with nothing to wait for defers its merge (deferred_free.cpp),
+//   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
+//   request that took it last time, and a correct free that defers. The policy's rounding and pool
+//   for the same (size, stream, tag) are reused until a policy hook that may change its state runs
+//   (before_grow, on_oom, on_transition, a release plan): round_bytes and pool_for are const.
+// Limitations: one lock per engine (per device, engine_lock.hpp); contention is measured in bench/.
+//   A policy whose round_bytes or pool_for answers change without one of its hooks being called
+//   (a clock, a mutable counter) would be served stale answers by the reuse.
 #include <algorithm>
 #include <cstdio>
 
