@@ -39,13 +39,19 @@ count() {  # mode spec -> instructions per pair (one decimal)
   awk -v t="${total}" -v n="${pairs}" 'BEGIN { printf "%.1f", t / n }'
 }
 
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "${build}/CMakeCache.txt" 2>/dev/null || true)
+commit=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(git -C "$(dirname "${BASH_SOURCE[0]}")" status --porcelain 2>/dev/null)" ]]; then
+  commit="${commit} (with uncommitted changes)"
+fi
+
 engine_phasealloc=$(count engine phasealloc)
 engine_pytorch=$(count engine pytorch)
 capi_phasealloc=$(count capi phasealloc)
 glibc=$(count glibc -)
 
 cat <<EOF
-{"bytes": ${bytes}, "pairs": ${pairs}, "instructions_per_pair": {"engine/phasealloc": ${engine_phasealloc}, "engine/pytorch": ${engine_pytorch}, "capi/phasealloc": ${capi_phasealloc}, "glibc": ${glibc}}}
+{"bytes": ${bytes}, "pairs": ${pairs}, "build_type": "${build_type:-?}", "commit": "${commit}", "instructions_per_pair": {"engine/phasealloc": ${engine_phasealloc}, "engine/pytorch": ${engine_pytorch}, "capi/phasealloc": ${capi_phasealloc}, "glibc": ${glibc}}}
 EOF
 
 if [[ -n "${max}" ]]; then

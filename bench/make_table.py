@@ -35,6 +35,16 @@ PATTERNS = {
 HOT_PATH_PAIR_TARGET_NS = 50.0
 SPEED_RATIO_TARGET = 0.5
 RESERVED_OVER_LIVE_TARGET = 2.0
+# Issue 16: an allocate + free pair of the hot path, counted by callgrind (bench/callgrind_pairs.sh),
+# on the engine and on the C entry point; and its time against glibc's malloc/free in the same run.
+INSTRUCTIONS_PER_PAIR_TARGET = 400
+GLIBC_TIME_RATIO_TARGET = 3.0
+INSTRUCTION_ROWS = [
+    ("engine/phasealloc", "engine, `phasealloc` policy"),
+    ("engine/pytorch", "engine, `pytorch` policy"),
+    ("capi/phasealloc", "C entry point (phasealloc_malloc / phasealloc_free), `phasealloc` policy"),
+    ("glibc", "glibc malloc / free"),
+]
 
 
 def human_bytes(value):
@@ -288,6 +298,53 @@ def check_anchor_targets(runs, anchor, allocators):
     return checks
 
 
+def instruction_lines(counts):
+    """The callgrind table: instructions per allocate + free pair and the ratio to glibc's."""
+    per_pair = counts.get("instructions_per_pair", {})
+    glibc = per_pair.get("glibc")
+    out = ["### Instructions per allocate + free pair (callgrind)", "",
+           f"`bench/callgrind_pairs.sh` (`{counts.get('pairs', '?')}` pairs of {human_bytes(counts.get('bytes', 0))} "
+           f"after one warm-up pair, {counts.get('build_type', '?')} build, commit `{counts.get('commit', '?')}`): "
+           "callgrind's instruction count inside the loop, divided by the pairs. A count, not a time: the same on "
+           "a loaded machine.", "",
+           "| allocator | instructions / pair | / glibc |", "|---|---:|---:|"]
+    for key, label in INSTRUCTION_ROWS:
+        value = per_pair.get(key)
+        if value is None:
+            out.append(f"| {label} | missing | |")
+            continue
+        ratio = f"{value / glibc:.1f}×" if glibc else ""
+        out.append(f"| {label} | {value:,.0f} | {ratio} |")
+    out.append("")
+    return out
+
+
+def check_instruction_targets(counts, runs, fast, slow_allocators):
+    """Issue 16: <= 400 instructions per pair (engine and C entry point, phasealloc policy) and the hot
+    path's time per pair <= 3x glibc's in the same run."""
+    checks = []
+    per_pair = (counts or {}).get("instructions_per_pair", {})
+    target = f"hot path: <= {INSTRUCTIONS_PER_PAIR_TARGET} instructions per allocate + free pair (callgrind, phasealloc policy)"
+    rows = [(k, per_pair[k]) for k in ("engine/phasealloc", "capi/phasealloc") if k in per_pair]
+    if not rows:
+        checks.append((target, "not measured", "no callgrind counts (bench/callgrind_pairs.sh)"))
+    else:
+        met = all(v <= INSTRUCTIONS_PER_PAIR_TARGET for _, v in rows) and len(rows) == 2
+        checks.append((target, "met" if met else "not met", "; ".join(f"{k}: {v:,.0f}" for k, v in rows)))
+    for a in slow_allocators:
+        target = f"hot path: {a} time per pair <= {GLIBC_TIME_RATIO_TARGET:.0f}× glibc's (same run)"
+        mine = {r.args: r for r in runs.values() if r.family == "BM_HotPath" and r.allocator == a}
+        ref = {r.args: r for r in runs.values() if r.family == "BM_HotPath" and r.allocator == fast}
+        pairs = [(k, mine[k], ref[k]) for k in mine if k in ref and not mine[k].error and not ref[k].error]
+        if not pairs:
+            checks.append((target, "not measured", f"{a} or {fast} rows missing"))
+            continue
+        ratios = [(k, m.value("time_per_op") / g.value("time_per_op")) for k, m, g in pairs]
+        met = all(x <= GLIBC_TIME_RATIO_TARGET for _, x in ratios)
+        checks.append((target, "met" if met else "not met", "; ".join(f"{k}: {x:.2f}×" for k, x in ratios)))
+    return checks
+
+
 def git_commit():
     """The checkout this script lives in (the JSON may be anywhere)."""
     try:
@@ -321,7 +378,7 @@ def machine_lines(context, commit):
     return lines
 
 
-def render(data, commit, anchor=None):
+def render(data, commit, anchor=None, counts=None):
     context = data.get("context", {})
     runs = load_runs(data)
     allocators = allocator_order(runs, context)
@@ -349,6 +406,8 @@ def render(data, commit, anchor=None):
         "cudaFree, each expandable map counted as an alloc; phasealloc: reserve + release + map + unmap).",
         "",
     ]
+    if counts is not None:
+        out += instruction_lines(counts)
     notes = {}
     for family in list(PATTERNS) + sorted({r.family for r in runs.values()} - set(PATTERNS)):
         out += pattern_table(family, runs, allocators, notes, anchor)
@@ -358,6 +417,9 @@ def render(data, commit, anchor=None):
         out.append("")
     out += ["### Targets", "", "| target | verdict | measured |", "|---|---|---|"]
     checks = check_targets(runs) if anchor is None else check_anchor_targets(runs, anchor, allocators)
+    if counts is not None:
+        engines = [a for a in allocators if a != "glibc" and a != anchor and "glibc" in allocators]
+        checks += check_instruction_targets(counts, runs, "glibc", [a for a in engines if a in ("phasealloc", "capi")])
     out += [f"| {t} | **{v}** | {e} |" for t, v, e in checks]
     out.append("")
     return "\n".join(out), checks
@@ -382,10 +444,16 @@ def main():
     parser.add_argument("--commit", help="git commit to show (default: git rev-parse --short HEAD)")
     parser.add_argument("--anchor", help="the allocator every other is compared with (phasealloc_torch_bench: torch)")
     parser.add_argument("--markers", default="results", help="marker name in the README (default: results)")
+    parser.add_argument("--instructions", help="JSON of bench/callgrind_pairs.sh: adds the instructions-per-pair "
+                        "table and its targets")
     args = parser.parse_args()
     with open(args.json, encoding="utf-8") as f:
         data = json.load(f)
-    table, checks = render(data, args.commit or git_commit(), args.anchor)
+    counts = None
+    if args.instructions:
+        with open(args.instructions, encoding="utf-8") as f:
+            counts = json.load(f)
+    table, checks = render(data, args.commit or git_commit(), args.anchor, counts)
     if args.anchor:
         table = table.replace("## Results", f"## Against PyTorch's own allocator ({args.anchor})", 1)
     if args.readme:

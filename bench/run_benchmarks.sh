@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds phasealloc_bench (Release, in build-bench), runs every suite with repetitions, writes
-# bench/results.json and regenerates the results table in bench/README.md.
+# bench/results.json, counts the hot path's instructions per pair with callgrind
+# (bench/callgrind_pairs.sh -> bench/instructions.json; skipped without valgrind) and regenerates the
+# results table in bench/README.md.
 # Repetitions run in random order across all benchmarks (Google Benchmark's random interleaving),
 # so a burst of load on a shared machine spreads over every row instead of hitting a few.
 #
@@ -22,7 +24,7 @@ results="${RESULTS:-${here}/results.json}"
 generator=()
 if [[ ! -f "${build}/CMakeCache.txt" ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "${root}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPHASEALLOC_BUILD_BENCH=ON >/dev/null
-cmake --build "${build}" --target phasealloc_bench -j "${jobs}"
+cmake --build "${build}" --target phasealloc_bench hot_path_pairs -j "${jobs}"
 
 "${build}/bench/phasealloc_bench" \
   --allocators="${allocators}" \
@@ -34,5 +36,14 @@ cmake --build "${build}" --target phasealloc_bench -j "${jobs}"
   --benchmark_out_format=json \
   "$@"
 
-python3 "${here}/make_table.py" "${results}" --readme "${here}/README.md"
+instructions="${INSTRUCTIONS:-${here}/instructions.json}"
+counts=()
+if command -v valgrind >/dev/null; then
+  "${here}/callgrind_pairs.sh" "${build}" > "${instructions}"
+  counts=(--instructions "${instructions}")
+else
+  echo "run_benchmarks.sh: no valgrind: the instructions-per-pair table is left out" >&2
+fi
+
+python3 "${here}/make_table.py" "${results}" "${counts[@]}" --readme "${here}/README.md"
 echo "wrote ${results} and the table in ${here}/README.md"

@@ -28,7 +28,7 @@ generator=()
 if [[ ! -f "${build}/CMakeCache.txt" ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "${root}" -B "${build}" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPHASEALLOC_BUILD_BENCH=ON \
   -DPHASEALLOC_TORCH_DIR="${torch_dir}" >/dev/null
-cmake --build "${build}" --target phasealloc_torch_bench simcuda_cudart simcuda_cuda -j "${jobs}"
+cmake --build "${build}" --target phasealloc_torch_bench simcuda_cudart simcuda_cuda hot_path_pairs -j "${jobs}"
 if [[ ! -x "${build}/bench/phasealloc_torch_bench" ]]; then
   echo "run_torch_benchmarks.sh: phasealloc_torch_bench was not built (needs torch's c10 and the CUDA toolkit)" >&2
   exit 2
@@ -51,5 +51,12 @@ env "${env[@]}" "${build}/bench/phasealloc_torch_bench" \
   --benchmark_out_format=json \
   "$@"
 
-python3 "${here}/make_table.py" "${results}" --anchor torch --markers torch-results --readme "${here}/README.md"
+# Instructions per hot-path pair (issue 16), engine and C entry point: bench/callgrind_pairs.sh.
+instructions="${INSTRUCTIONS:-${here}/instructions.json}"
+counts=()
+if command -v valgrind >/dev/null; then
+  "${here}/callgrind_pairs.sh" "${build}" > "${instructions}"
+  counts=(--instructions "${instructions}")
+fi
+python3 "${here}/make_table.py" "${results}" "${counts[@]}" --anchor torch --markers torch-results --readme "${here}/README.md"
 echo "wrote ${results} and the table in ${here}/README.md"
