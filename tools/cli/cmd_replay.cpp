@@ -91,6 +91,9 @@ void run_replay(const replay_args& a, const std::string& invocation) {
       options.check_invariants = a.check;
       options.timeline_points = a.html.empty() ? 0 : 2000;
       options.record_segments = torch;
+      // PyTorch's own allocator cannot start from a recorded layout: beside it, the model starts
+      // from an empty allocator too, with the same live set, so the two compare like for like.
+      if (torch) options.use_recorded_layout = false;
       progress_bar bar(fmt::format("replaying {}", spec), !a.quiet);
       options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
       auto r = replay(t, spec, options);

@@ -204,8 +204,10 @@ def replay(torch, strings, events):
             b = books(current)
             b.intervals += 1
             seen[current] = True
-        elif op in ("segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom"):
-            continue  # what the recording allocator did: not followed
+        elif op in ("segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom", "seed_block"):
+            # what the recording allocator did, and the layout it held when recording began: not
+            # followed (PyTorch's allocator starts empty; the seeded allocations are allocated)
+            continue
         else:
             raise TraceError("unknown op %r" % op)
     torch.cuda.synchronize()
