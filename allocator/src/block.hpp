@@ -48,6 +48,7 @@ struct block {
   std::size_t bytes = 0;
   std::size_t requested_bytes = 0;  ///< Caller's size while allocated or pending free.
   segment* seg = nullptr;
+  stream_id stream = 0;             ///< seg->stream, kept here: the pools' order compares it without a hop.
   block* prev = nullptr;            ///< Lower-address neighbour in the same segment.
   block* next = nullptr;
   block_state state = block_state::free;
@@ -78,17 +79,17 @@ struct segment {
 };
 
 inline bool block_order::operator()(const block* a, const block* b) const noexcept {
-  if (a->seg->stream != b->seg->stream) return a->seg->stream < b->seg->stream;
+  if (a->stream != b->stream) return a->stream < b->stream;
   if (a->bytes != b->bytes) return a->bytes < b->bytes;
   return a->addr < b->addr;
 }
 inline bool block_order::operator()(const block* a, const fit_key& k) const noexcept {
-  if (a->seg->stream != k.stream) return a->seg->stream < k.stream;
+  if (a->stream != k.stream) return a->stream < k.stream;
   if (a->bytes != k.bytes) return a->bytes < k.bytes;
   return a->addr < k.addr;
 }
 inline bool block_order::operator()(const fit_key& k, const block* b) const noexcept {
-  if (k.stream != b->seg->stream) return k.stream < b->seg->stream;
+  if (k.stream != b->stream) return k.stream < b->stream;
   if (k.bytes != b->bytes) return k.bytes < b->bytes;
   return k.addr < b->addr;
 }

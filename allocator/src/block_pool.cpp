@@ -33,7 +33,7 @@ std::size_t block_pool::largest_bytes() const {
   // Ordered by stream first, so the largest of each stream is the last before the next stream.
   std::size_t largest = 0;
   for (auto it = blocks_.begin(); it != blocks_.end();) {
-    const stream_id s = (*it)->seg->stream;
+    const stream_id s = (*it)->stream;
     auto next_stream = (s == UINT64_MAX) ? blocks_.end() : blocks_.lower_bound(fit_key{s + 1, 0, 0});
     auto last = std::prev(next_stream);
     if ((*last)->bytes > largest) largest = (*last)->bytes;

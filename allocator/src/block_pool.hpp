@@ -72,13 +72,13 @@ block_pool::iterator block_pool::best_fit_at(stream_id stream, std::size_t bytes
                                              bool growable_size) {
   ++lookups_;
   auto it = lower_bound(stream, bytes);
-  if (it == blocks_.end() || (*it)->seg->stream != stream) return blocks_.end();
+  if (it == blocks_.end() || (*it)->stream != stream) return blocks_.end();
   if (growable_size && (*it)->seg->expandable) {
     const auto ranked = [](const block* b) {
       return b->bytes + (b->next != nullptr && b->next->state == block_state::unmapped ? b->next->bytes : 0);
     };
     for (auto next = std::next(it); (*it)->seg->expandable && next != blocks_.end() &&
-                                    (*next)->seg->stream == stream && ranked(*next) < ranked(*it);
+                                    (*next)->stream == stream && ranked(*next) < ranked(*it);
          ++next) {
       it = next;
     }

@@ -146,6 +146,7 @@ segment* engine_impl::add_segment(device_address addr, std::size_t bytes, pool_i
   b->addr = addr;
   b->bytes = bytes;
   b->seg = seg;
+  b->stream = stream;
   b->state = expandable ? block_state::unmapped : block_state::free;
   seg->first = b;
   stats_.segment.increase(seg->small, 1);

@@ -33,6 +33,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
     device_address expect = seg->addr;
     for (const block* b = seg->first; b != nullptr; b = b->next) {
       if (b->seg != seg.get()) fail(fmt::format("block {:#x} points to another segment", b->addr));
+      if (b->stream != seg->stream) fail(fmt::format("block {:#x} keeps stream {} of a segment on stream {}", b->addr, b->stream, seg->stream));
       if (b->addr != expect) fail(fmt::format("segment {:#x}: gap or overlap at {:#x} (block starts {:#x})", seg->addr, expect, b->addr));
       if (b->bytes == 0) fail(fmt::format("block {:#x} is empty", b->addr));
       if (b->next != nullptr && b->next->prev != b) fail(fmt::format("block {:#x}: next->prev is not itself", b->addr));
