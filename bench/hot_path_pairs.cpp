@@ -5,6 +5,9 @@
 //   hot_path_pairs capi SPEC BYTES N     phasealloc_malloc / phasealloc_free (the C entry point PyTorch
 //                                        calls), device:sim, policy SPEC
 //   hot_path_pairs glibc - BYTES N       malloc / free
+//   hot_path_pairs mixed SPEC MAX N      the engine on BM_Mixed's pattern: a ring of 256 live blocks,
+//                                        each step frees a random one and allocates a log-uniform
+//                                        size in [512 B, MAX] (seeded); N steps after the ring is full
 //
 // Design note
 // Rationale: instruction counts are the noise-free measure of the hot path (time on a shared VM is
@@ -16,8 +19,11 @@
 // Limitations: one size, one stream, one thread: the cached-reuse path only (BM_HotPath's pattern).
 #include <sys/types.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
+#include <vector>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -68,6 +74,25 @@ using phasealloc::engine;
   return failures;
 }
 
+struct mixed_step {
+  std::size_t slot;
+  std::size_t bytes;
+};
+
+[[gnu::noinline]] std::size_t run_pairs_mixed(engine& eng, std::vector<std::pair<std::uintptr_t, std::size_t>>& ring,
+                                              const std::vector<mixed_step>& steps) {
+  std::size_t failures = 0;
+  for (const mixed_step& s : steps) {
+    auto& [addr, bytes] = ring[s.slot];
+    (void)eng.deallocate(addr, bytes);
+    auto r = eng.allocate(s.bytes, 0);
+    if (!r) ++failures;
+    addr = r ? r.value() : 0;
+    bytes = s.bytes;
+  }
+  return failures;
+}
+
 int usage() {
   std::fprintf(stderr, "usage: hot_path_pairs engine|capi|glibc SPEC BYTES N\n");
   return 2;
@@ -82,7 +107,30 @@ int main(int argc, char** argv) {
   const auto bytes = static_cast<std::size_t>(std::strtoull(argv[3], nullptr, 10));
   const auto n = static_cast<std::size_t>(std::strtoull(argv[4], nullptr, 10));
   std::size_t failures = 0;
-  if (mode == "engine") {
+  if (mode == "mixed") {
+    auto pol = phasealloc::make_policy(spec);
+    if (!pol) {
+      std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
+      return 1;
+    }
+    bool virtual_memory = false;
+    for (const phasealloc::pool_traits& p : pol.value()->pools()) virtual_memory = virtual_memory || p.expandable;
+    phasealloc::sim_config config;
+    config.capacity_bytes = std::size_t{80} << 30;
+    config.virtual_memory = virtual_memory;
+    phasealloc::sim_device dev(config);
+    engine eng(dev, *pol.value());
+    std::mt19937_64 rng(42);
+    std::uniform_real_distribution<double> log_size(std::log(512.0), std::log(static_cast<double>(bytes)));
+    std::vector<std::pair<std::uintptr_t, std::size_t>> ring(256);
+    for (auto& [addr, size] : ring) {
+      size = static_cast<std::size_t>(std::exp(log_size(rng)));
+      addr = eng.allocate(size, 0).value();
+    }
+    std::vector<mixed_step> steps(n);
+    for (mixed_step& s : steps) s = {static_cast<std::size_t>(rng() % ring.size()), static_cast<std::size_t>(std::exp(log_size(rng)))};
+    failures += run_pairs_mixed(eng, ring, steps);
+  } else if (mode == "engine") {
     auto pol = phasealloc::make_policy(spec);
     if (!pol) {
       std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());

@@ -1,13 +1,13 @@
 // The engine's private state and the helpers its files share (engine.cpp: allocate/free/phases;
-// engine_grow.cpp: growing; engine_release.cpp: releasing cached memory; invariants.cpp: the
-// checker).
+// engine_grow.cpp: growing; engine_release.cpp: releasing cached memory; deferred_free.cpp: the
+// deferred merge; invariants.cpp: the checker). The hot path (allocate_hot, deallocate_hot) is inline
+// here, so the facade in engine.cpp runs it without a call.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <memory_resource>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "block.hpp"
