@@ -43,20 +43,9 @@ result<colocated_result, std::string> replay_colocated(std::span<const trace> tr
     return fmt::format("policy '{}': {}", first_policy.spec(), limit.error());
   }
 
-  bool virtual_memory = false;
-  if (options.virtual_memory) {
-    virtual_memory = *options.virtual_memory;
-  } else {
-    for (const pool_traits& p : first_policy.pools()) virtual_memory = virtual_memory || p.expandable;
-  }
-  sim_config sim;
-  sim.capacity_bytes = options.capacity_bytes;
-  sim.granularity_bytes = options.granularity_bytes;
-  sim.virtual_memory = virtual_memory;
-  sim.events_complete_immediately = true;
-  sim.cost = options.cost;
-  sim.cost.spin = false;
-  sim_device dev(sim);  // outlives the engines: they give their memory back to it when destroyed
+  const bool virtual_memory = replay_detail::wants_virtual_memory(first_policy, options);
+  // The device outlives the engines: they give their memory back to it when destroyed.
+  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
 
   colocated_result out;
   out.policy = first_policy.spec();

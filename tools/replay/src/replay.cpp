@@ -57,20 +57,8 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     return fmt::format("policy '{}': {}", pol->spec(), limit.error());
   }
 
-  bool virtual_memory = false;
-  if (options.virtual_memory) {
-    virtual_memory = *options.virtual_memory;
-  } else {
-    for (const pool_traits& p : pol->pools()) virtual_memory = virtual_memory || p.expandable;
-  }
-  sim_config sim;
-  sim.capacity_bytes = options.capacity_bytes;
-  sim.granularity_bytes = options.granularity_bytes;
-  sim.virtual_memory = virtual_memory;
-  sim.events_complete_immediately = true;
-  sim.cost = options.cost;
-  sim.cost.spin = false;
-  sim_device dev(sim);
+  const bool virtual_memory = replay_detail::wants_virtual_memory(*pol, options);
+  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
 
   replay_result out;
   out.policy = pol->spec();

@@ -1,5 +1,6 @@
-// What replay() and replay_colocated() share: the id -> address book of a trace's allocations and
-// the trace's recorded layout as engine seed segments. Internal to phasealloc::replay.
+// What replay() and replay_colocated() share: the simulated device a policy replays on, the
+// id -> address book of a trace's allocations and the trace's recorded layout as engine seed
+// segments. Internal to phasealloc::replay.
 #pragma once
 
 #include <algorithm>
@@ -9,9 +10,33 @@
 #include <vector>
 
 #include "phasealloc/engine.hpp"
+#include "phasealloc/policy.hpp"
+#include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_format.hpp"
 
 namespace phasealloc::replay_detail {
+
+/// Virtual memory as the options say, else when one of the policy's pools is expandable.
+inline bool wants_virtual_memory(const policy& pol, const replay_options& options) {
+  if (options.virtual_memory) return *options.virtual_memory;
+  for (const pool_traits& p : pol.pools()) {
+    if (p.expandable) return true;
+  }
+  return false;
+}
+
+/// The simulated device of a replay: the options' capacity, granularity and cost model, events
+/// complete at once, no spinning for modelled time.
+inline sim_config replay_sim_config(const replay_options& options, bool virtual_memory) {
+  sim_config sim;
+  sim.capacity_bytes = options.capacity_bytes;
+  sim.granularity_bytes = options.granularity_bytes;
+  sim.virtual_memory = virtual_memory;
+  sim.events_complete_immediately = true;
+  sim.cost = options.cost;
+  sim.cost.spin = false;
+  return sim;
+}
 
 /// Alloc id -> address: a vector when ids are dense (the usual case), a hash map otherwise.
 class address_book {
