@@ -22,3 +22,7 @@ phasealloc_test(NAME deferred_free_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/defe
 phasealloc_test(NAME live_table_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/live_table_test.cpp
   DEPS phasealloc::engine LABELS "unit;engine")
 target_include_directories(live_table_test PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+# The pool index (exact-size bins beside an ordered set) answers as one ordered set would.
+phasealloc_test(NAME block_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/block_pool_test.cpp
+  DEPS phasealloc::engine LABELS "unit;engine")
+target_include_directories(block_pool_test PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)

@@ -4,7 +4,7 @@
 //  - the blocks of a segment tile it exactly, in address order, linked by prev/next;
 //  - no two neighbouring blocks are both `free` with no pending events, nor both `unmapped`
 //    (merging is eager);
-//  - every `free` block is in exactly one pool set (its pool's), every `allocated` block is in
+//  - every `free` block is in exactly one pool (its pool's), every `allocated` block is in
 //    the live map, every `pending_free` block has event_count > 0;
 //  - a segment's mapped_bytes is the sum of its blocks that are not `unmapped`.
 #pragma once
@@ -60,7 +60,8 @@ struct block {
   /// The pool holding the block (nullptr: none) and its place there, so that taking it out needs
   /// no search (block_pool::erase).
   const block_pool* pooled_in = nullptr;
-  pool_set::const_iterator pool_pos{};
+  pool_set::const_iterator pool_pos{};  ///< In the pool's set (blocks of sizes not binned).
+  std::uint32_t bin_slot = 0;           ///< In its size bin's heap (size_bins.hpp).
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
 };

@@ -1,49 +1,53 @@
-// A pool's free blocks, ordered by (stream, size, address): the smallest block that fits on the
-// request's stream is one lower_bound away, the lowest address among equal sizes wins (PyTorch's
-// BlockComparatorSize, so replays of the `pytorch` policy choose the same blocks).
+// A pool's free blocks in the order (stream, size, address): the smallest block that fits on the
+// request's stream, the lowest address among equal sizes (PyTorch's BlockComparatorSize, so
+// replays of the `pytorch` policy choose the same blocks).
+//
+// Design note
+// Rationale: best fit runs on every allocation and the pool changes on every split, merge and
+//   free; a red-black tree over every free block made that about 40% of a mixed-size step
+//   (issue 16).
+// Approach: two indexes with one order. Blocks of a size that is a multiple of 512 B up to 2 MiB
+//   (the small pool's, and most remainders) go to exact-size bins per stream (size_bins.hpp: a
+//   bitmap finds the first non-empty bin, a bin is a min-heap on address); the others stay in an
+//   ordered set. The sizes of the two are disjoint, so best fit is the smaller, by (size, address),
+//   of the two first fits. A block knows where it is (bin_slot, or pool_pos in the set): erasing
+//   it needs no search.
+// Limitations: a pool whose best fit walks the order past the first fit (`growable_size`, PyTorch's
+//   expandable segments) keeps every block in the set (ordered_only).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
+#include <memory>
 #include <memory_resource>
 #include <set>
+#include <vector>
 
 #include "block.hpp"
+#include "phasealloc/check.hpp"
+#include "size_bins.hpp"
 
 namespace phasealloc::detail {
 
 class block_pool {
  public:
-  /// Nodes come from the engine's pool resource: no system allocator call on the hot path.
-  using set_type = pool_set;
-
-  explicit block_pool(std::pmr::memory_resource* nodes) : blocks_(nodes) {}
-
-  using iterator = set_type::iterator;
+  /// Set nodes come from the engine's pool resource: no system allocator call on the hot path.
+  /// `ordered_only`: every block in the set (a pool whose best fit walks the order).
+  block_pool(std::pmr::memory_resource* nodes, bool ordered_only) : set_(nodes), ordered_only_(ordered_only) {}
 
   void insert(block* b);
   void erase(block* b);
-  /// Erases the block `it` names: no second search after best_fit_at found it.
-  void erase(iterator it);
-  bool contains(block* b) const { return blocks_.count(b) != 0 && b->pooled_in == this; }
+  bool contains(const block* b) const;
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
-  /// `accept(b)` may reject a candidate (oversize rules); the search then stops, as PyTorch's does.
-  /// With `growable_size` (pool_traits::torch_expandable), a block of an expandable segment
-  /// ranks by its size plus the unmapped pages after it, and the search walks on to the next
-  /// larger block while that one ranks smaller.
+  /// `accept(b)` may reject the candidate (oversize rules); the search then stops, as PyTorch's does.
+  /// With `growable_size` (pool_traits::torch_expandable, an ordered_only pool), a block of an
+  /// expandable segment ranks by its size plus the unmapped pages after it, and the search walks
+  /// on to the next larger block while that one ranks smaller.
   template <class Accept>
-  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false) {
-    const iterator it = best_fit_at(stream, bytes, accept, growable_size);
-    return it == blocks_.end() ? nullptr : *it;
-  }
-  /// best_fit, as a position (end() for none) that erase(iterator) takes.
-  template <class Accept>
-  iterator best_fit_at(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false);
-  /// The first block of (stream, at least bytes) in the pool's order, without counting a lookup;
-  /// end() or another stream's block when there is none.
-  iterator lower_bound(stream_id stream, std::size_t bytes) const { return blocks_.lower_bound(fit_key{stream, bytes, 0}); }
-  iterator end() const noexcept { return blocks_.end(); }
+  block* best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size = false);
+  /// The first block of (stream, at least bytes) in the pool's order, passing over `skip` (may be
+  /// nullptr), without counting a lookup; nullptr when there is none on that stream.
+  block* first_fit(stream_id stream, std::size_t bytes, const block* skip = nullptr) const;
   /// Counts a lookup that did not search (the engine's deferred free answered it).
   void count_lookup() noexcept { ++lookups_; }
   std::uint64_t epoch() const noexcept { return epoch_; }
@@ -52,15 +56,38 @@ class block_pool {
   /// Largest free block in the pool (any stream).
   std::size_t largest_bytes() const;
 
-  std::size_t size() const noexcept { return blocks_.size(); }
+  std::size_t size() const noexcept { return size_; }
   std::size_t free_bytes() const noexcept { return free_bytes_; }
   std::uint64_t lookups() const noexcept { return lookups_; }
   /// Stamped on blocks as they are inserted (the engine's count of changes of phase).
   void set_epoch(std::uint64_t epoch) noexcept { epoch_ = epoch; }
-  const set_type& blocks() const noexcept { return blocks_; }
+  /// Every block, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const block* b : set_) f(b);
+    for (const stream_bins& s : bins_) s.bins->for_each(f);
+  }
 
  private:
-  set_type blocks_;
+  struct stream_bins {
+    stream_id stream = 0;
+    std::unique_ptr<size_bins> bins;
+  };
+  bool in_bins(const block* b) const noexcept { return !ordered_only_ && size_bins::binned(b->bytes); }
+  size_bins* bins_of(stream_id stream) const noexcept {
+    for (const stream_bins& s : bins_) {
+      if (s.stream == stream) return s.bins.get();
+    }
+    return nullptr;
+  }
+  /// first_fit in the set only.
+  block* set_first_fit(stream_id stream, std::size_t bytes, const block* skip) const;
+
+  pool_set set_;
+  std::size_t set_binnable_sizes_ = 0;  // set blocks of at most size_bins::max_bytes (sizes not a multiple of 512 B)
+  std::vector<stream_bins> bins_;  // one per stream that ever had a binned block; few
+  bool ordered_only_;
+  std::size_t size_ = 0;
   std::size_t free_bytes_ = 0;
   std::uint64_t lookups_ = 0;
   std::uint64_t epoch_ = 0;
@@ -68,22 +95,26 @@ class block_pool {
 };
 
 template <class Accept>
-block_pool::iterator block_pool::best_fit_at(stream_id stream, std::size_t bytes, Accept&& accept,
-                                             bool growable_size) {
+block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept, bool growable_size) {
   ++lookups_;
-  auto it = lower_bound(stream, bytes);
-  if (it == blocks_.end() || (*it)->stream != stream) return blocks_.end();
-  if (growable_size && (*it)->seg->expandable) {
+  if (!growable_size) {
+    block* b = first_fit(stream, bytes);
+    return b != nullptr && accept(b) ? b : nullptr;
+  }
+  PHASEALLOC_ASSERT(ordered_only_, "a growable-size best fit in a pool with bins");
+  auto it = set_.lower_bound(fit_key{stream, bytes, 0});
+  if (it == set_.end() || (*it)->stream != stream) return nullptr;
+  if ((*it)->seg->expandable) {
     const auto ranked = [](const block* b) {
       return b->bytes + (b->next != nullptr && b->next->state == block_state::unmapped ? b->next->bytes : 0);
     };
-    for (auto next = std::next(it); (*it)->seg->expandable && next != blocks_.end() &&
-                                    (*next)->stream == stream && ranked(*next) < ranked(*it);
+    for (auto next = std::next(it); (*it)->seg->expandable && next != set_.end() && (*next)->stream == stream &&
+                                    ranked(*next) < ranked(*it);
          ++next) {
       it = next;
     }
   }
-  return accept(*it) ? it : blocks_.end();
+  return accept(*it) ? *it : nullptr;
 }
 
 }  // namespace phasealloc::detail

@@ -56,10 +56,9 @@ block* engine_impl::take_deferred(stream_id stream, pool_id pool, std::size_t ro
     block_pool& p = pools_[pool];
     // Best fit over the eager pool: the pool without the partner, plus the merged block.
     const std::size_t merged_bytes = d->bytes + (partner != nullptr ? partner->bytes : 0);
-    auto it = p.lower_bound(stream, rounded);
-    if (it != p.end() && *it == partner) ++it;
-    const bool merged_wins = it == p.end() || (*it)->seg->stream != stream || (*it)->bytes > merged_bytes ||
-                             ((*it)->bytes == merged_bytes && (*it)->addr > d->addr);
+    const block* other = p.first_fit(stream, rounded, partner);
+    const bool merged_wins = other == nullptr || other->bytes > merged_bytes ||
+                             (other->bytes == merged_bytes && other->addr > d->addr);
     if (merged_wins && policy_.may_use(pool, merged_bytes, rounded)) {
       const bool split = merged_bytes > rounded && policy_.should_split(pool, merged_bytes, rounded);
       if (partner == nullptr || split) {

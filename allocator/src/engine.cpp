@@ -49,7 +49,7 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
     t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
   }
   pools_.reserve(pool_traits_.size());
-  for (std::size_t i = 0; i < pool_traits_.size(); ++i) pools_.emplace_back(&nodes_);
+  for (const pool_traits& t : pool_traits_) pools_.emplace_back(&nodes_, t.torch_expandable);
   const double fraction = policy_.memory_fraction();
   // Policies check the fraction when they parse it: a value outside (0, 1] here is a broken policy.
   PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
@@ -150,10 +150,9 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
   }
   if (b == nullptr) {
     const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
-    const auto it = pools_[pool].best_fit_at(stream, rounded, accept, pool_traits_[pool].torch_expandable);
-    if (it != pools_[pool].end()) {
-      b = *it;
-      pools_[pool].erase(it);
+    b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].torch_expandable);
+    if (b != nullptr) {
+      pools_[pool].erase(b);
     } else {
       alloc_error error;
       b = grow(request, pool, rounded, error);
@@ -426,13 +425,13 @@ device_stats engine_impl::stats() const {
   s.inactive_split = {};
   s.inactive_split_bytes = {};
   for (const block_pool& p : pools_) {
-    for (const block* b : p.blocks()) {
-      if (!b->is_split()) continue;
+    p.for_each([&](const block* b) {
+      if (!b->is_split()) return;
       for (const stat_type t : {stat_type::all, b->seg->small ? stat_type::small_pool : stat_type::large_pool}) {
         s.inactive_split[t].current += 1;
         s.inactive_split_bytes[t].current += static_cast<std::int64_t>(b->bytes);
       }
-    }
+    });
   }
   for (stat_array* a : {&s.inactive_split, &s.inactive_split_bytes}) {
     for (stat& st : a->by_type) st.peak = st.current;

@@ -95,11 +95,11 @@ std::vector<std::string> engine_impl::check_invariants() const {
   std::size_t pooled = 0;
   for (std::size_t p = 0; p < pools_.size(); ++p) {
     std::size_t bytes = 0;
-    for (const block* b : pools_[p].blocks()) {
+    pools_[p].for_each([&](const block* b) {
       bytes += b->bytes;
       if (b->state != block_state::free) fail(fmt::format("pool '{}' holds block {:#x} that is not free", pool_traits_[p].name, b->addr));
       if (b->seg->pool != p) fail(fmt::format("pool '{}' holds block {:#x} of pool {}", pool_traits_[p].name, b->addr, b->seg->pool));
-    }
+    });
     if (bytes != pools_[p].free_bytes()) fail(fmt::format("pool '{}': blocks sum to {} but books say {}", pool_traits_[p].name, bytes, pools_[p].free_bytes()));
     pooled += pools_[p].size();
   }
