@@ -10,6 +10,9 @@
 # phasealloc_free, device:sim) with the phasealloc policy, glibc malloc/free. Each row is one run of
 # BUILD_DIR/bench/hot_path_pairs under callgrind, collecting only inside run_pairs_<mode> (N pairs
 # after one warm-up pair); instructions per pair = callgrind's total / N.
+# Also, per step of BM_Mixed's pattern (free a random block of a ring of 256, allocate a log-uniform
+# size from 512 B to 1 MiB or 64 MiB), the engine with the phasealloc and pytorch policies: where the
+# pools' best-fit index is exercised, which the one-size hot path never searches.
 # A count, not a time: the same on a loaded machine, so CI can assert a ceiling on it.
 set -euo pipefail
 
@@ -28,10 +31,10 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 
-count() {  # mode spec -> instructions per pair (one decimal)
-  local mode=$1 spec=$2 log="${work}/log"
+count() {  # mode spec [bytes] -> instructions per pair (one decimal)
+  local mode=$1 spec=$2 size=${3:-${bytes}} log="${work}/log"
   valgrind --tool=callgrind --callgrind-out-file="${work}/out" --collect-atstart=no \
-    --toggle-collect="*run_pairs_${mode}*" "${binary}" "${mode}" "${spec}" "${bytes}" "${pairs}" \
+    --toggle-collect="*run_pairs_${mode}*" "${binary}" "${mode}" "${spec}" "${size}" "${pairs}" \
     >"${work}/stdout" 2>"${log}" || { cat "${log}" "${work}/stdout" >&2; return 1; }
   local total
   total=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "${log}")
@@ -49,9 +52,13 @@ engine_phasealloc=$(count engine phasealloc)
 engine_pytorch=$(count engine pytorch)
 capi_phasealloc=$(count capi phasealloc)
 glibc=$(count glibc -)
+mixed_phasealloc_1m=$(count mixed phasealloc 1048576)
+mixed_pytorch_1m=$(count mixed pytorch 1048576)
+mixed_phasealloc_64m=$(count mixed phasealloc 67108864)
+mixed_pytorch_64m=$(count mixed pytorch 67108864)
 
 cat <<EOF
-{"bytes": ${bytes}, "pairs": ${pairs}, "build_type": "${build_type:-?}", "commit": "${commit}", "instructions_per_pair": {"engine/phasealloc": ${engine_phasealloc}, "engine/pytorch": ${engine_pytorch}, "capi/phasealloc": ${capi_phasealloc}, "glibc": ${glibc}}}
+{"bytes": ${bytes}, "pairs": ${pairs}, "build_type": "${build_type:-?}", "commit": "${commit}", "instructions_per_pair": {"engine/phasealloc": ${engine_phasealloc}, "engine/pytorch": ${engine_pytorch}, "capi/phasealloc": ${capi_phasealloc}, "glibc": ${glibc}}, "instructions_per_mixed_step": {"engine/phasealloc, max 1 MiB": ${mixed_phasealloc_1m}, "engine/pytorch, max 1 MiB": ${mixed_pytorch_1m}, "engine/phasealloc, max 64 MiB": ${mixed_phasealloc_64m}, "engine/pytorch, max 64 MiB": ${mixed_pytorch_64m}}}
 EOF
 
 if [[ -n "${max}" ]]; then

@@ -94,7 +94,7 @@ struct mixed_step {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: hot_path_pairs engine|capi|glibc SPEC BYTES N\n");
+  std::fprintf(stderr, "usage: hot_path_pairs engine|capi|glibc SPEC BYTES N\n       hot_path_pairs mixed SPEC MAX N\n");
   return 2;
 }
 

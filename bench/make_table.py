@@ -316,6 +316,14 @@ def instruction_lines(counts):
         ratio = f"{value / glibc:.1f}×" if glibc else ""
         out.append(f"| {label} | {value:,.0f} | {ratio} |")
     out.append("")
+    per_step = counts.get("instructions_per_mixed_step", {})
+    if per_step:
+        out += ["Per step of `BM_Mixed`'s pattern (`hot_path_pairs mixed`: free a random block of a ring of 256, "
+                "allocate a log-uniform size from 512 B to the maximum, seeded; the engine on the zero-cost sim "
+                "device): the general path, where the pools' best-fit index searches, splits and merges.", "",
+                "| engine, pattern | instructions / step |", "|---|---:|"]
+        out += [f"| {label} | {value:,.0f} |" for label, value in per_step.items()]
+        out.append("")
     return out
 
 
