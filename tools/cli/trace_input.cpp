@@ -1,11 +1,12 @@
 #include "trace_input.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -46,12 +47,31 @@ std::string not_a_regular_file(const std::string& path) {
   return "it is not a regular file";
 }
 
-/// The whole file into `bytes`; an error message, or "".
+/// The whole file into `bytes`; an error message, or "". Sized from fstat and read with read(2)
+/// into the buffer at once (a stream iterator copied byte by byte and regrew the string); a file
+/// that grows or shrinks meanwhile is read to its end all the same.
 std::string read_whole_file(const std::string& path, std::string& bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fmt::format("cannot read '{}': {}", path, std::strerror(errno));
-  bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return fmt::format("cannot read '{}': read error", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot read '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  const std::size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
+  bytes.resize(expected + 1);  // one byte more: reaching the end takes no second resize
+  std::size_t filled = 0;
+  bool failed = false;
+  while (true) {
+    if (filled == bytes.size()) bytes.resize(bytes.size() * 2);
+    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    if (got == 0) break;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      failed = true;
+      break;
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  ::close(fd);
+  bytes.resize(filled);
+  if (failed) return fmt::format("cannot read '{}': read error", path);
   return {};
 }
 
