@@ -8,6 +8,10 @@ phasealloc_test(NAME trace_format_test
   SRCS ${phasealloc_trace_tests}/trace_format_test.cpp
   DEPS phasealloc::trace
   LABELS unit)
+phasealloc_test(NAME flat_id_map_test
+  SRCS ${phasealloc_trace_tests}/flat_id_map_test.cpp
+  DEPS phasealloc::trace
+  LABELS unit)
 phasealloc_test(NAME trace_recorder_test
   SRCS ${phasealloc_trace_tests}/trace_recorder_test.cpp
   DEPS phasealloc::trace
