@@ -3,7 +3,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "phasealloc/trace/trace_binary.hpp"
 #include "phasealloc/trace/trace_file.hpp"
@@ -322,6 +326,125 @@ TEST(TraceValidateTest, ChecksSegmentIdsAndRecordStream) {
   trace r;
   r.events = {make_event(trace_event_op::record_stream, 0, 4)};
   EXPECT_EQ(problem_of(r, 0), "event 0 (record_stream): allocation id 4 is not live (never allocated)");
+}
+
+TEST(TraceValidateTest, RejectsReuseAfterFreeNamingTheFirstAllocation) {
+  trace t = two_allocs();
+  t.events.push_back(make_event(trace_event_op::free, 6, 1, 200));
+  t.events.push_back(make_event(trace_event_op::alloc, 7, 9, 1));
+  t.events.push_back(make_event(trace_event_op::alloc, 8, 1, 300));  // below the newest id, freed
+  EXPECT_EQ(problem_of(t, 4), "event 4 (alloc): allocation id 1 was already allocated at event 1");
+  trace s;
+  s.events = {make_event(trace_event_op::segment_alloc, 0, 3, 2 << 20),
+              make_event(trace_event_op::segment_free, 1, 3, 2 << 20),
+              make_event(trace_event_op::segment_alloc, 2, 3, 2 << 20)};
+  EXPECT_EQ(problem_of(s, 2), "event 2 (segment_alloc): segment id 3 was already allocated at event 0");
+}
+
+TEST(TraceValidateTest, NamesTheFreeOfAFreedIdUsedAgain) {
+  trace t = two_allocs();
+  t.events.push_back(make_event(trace_event_op::alloc, 6, 2, 8));
+  t.events.push_back(make_event(trace_event_op::free, 7, 2, 8));
+  t.events.push_back(make_event(trace_event_op::record_stream, 8, 2));
+  EXPECT_EQ(problem_of(t, 4), "event 4 (record_stream): allocation id 2 is not live (freed at event 3)");
+  trace m = two_allocs();
+  m.events.push_back(make_event(trace_event_op::free, 6, 1, 100));
+  EXPECT_EQ(problem_of(m, 2),
+            "event 2 (free): allocation id 1 was allocated with 200 bytes at event 1 but freed with 100 bytes");
+}
+
+TEST(TraceValidateTest, WideAndShuffledIds) {
+  trace t;
+  t.events = {make_event(trace_event_op::alloc, 0, UINT64_MAX, 1), make_event(trace_event_op::alloc, 1, 0, 2),
+              make_event(trace_event_op::alloc, 2, 1ULL << 63, 3), make_event(trace_event_op::free, 3, UINT64_MAX, 1),
+              make_event(trace_event_op::free, 4, 1ULL << 63, 3), make_event(trace_event_op::alloc, 5, 7, 4),
+              make_event(trace_event_op::alloc, 6, 1ULL << 63, 3)};
+  EXPECT_EQ(problem_of(t, 6), "event 6 (alloc): allocation id 9223372036854775808 was already allocated at event 2");
+  t.events.back() = make_event(trace_event_op::alloc, 6, UINT64_MAX, 3);
+  EXPECT_EQ(problem_of(t, 6), "event 6 (alloc): allocation id 18446744073709551615 was already allocated at event 0");
+  t.events.back() = make_event(trace_event_op::free, 6, 1ULL << 63, 3);
+  EXPECT_EQ(problem_of(t, 6), "event 6 (free): allocation id 9223372036854775808 is not live (freed at event 4)");
+  t.events.back() = make_event(trace_event_op::free, 6, 6, 3);
+  EXPECT_EQ(problem_of(t, 6), "event 6 (free): allocation id 6 is not live (never allocated)");
+}
+
+// The id checks as they were first written (every id ever seen in a map, with its birth and
+// death): validate() must give the same first error on random traces with one bad event added.
+std::string reference_id_problem(const trace& t) {
+  struct life {
+    std::uint64_t bytes;
+    std::size_t born_at;
+    std::size_t died_at;
+    bool live;
+  };
+  std::unordered_map<std::uint64_t, life> books[2];
+  const char* nouns[2] = {"allocation", "segment"};
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const trace_event& e = t.events[i];
+    const bool segment = e.op == trace_event_op::segment_alloc || e.op == trace_event_op::segment_free;
+    auto& ids = books[segment ? 1 : 0];
+    const char* noun = nouns[segment ? 1 : 0];
+    const auto at = [&](const std::string& problem) {
+      return fmt::format("event {} ({}): {}", i, to_string(e.op), problem);
+    };
+    const auto check_live = [&]() -> std::string {
+      const auto it = ids.find(e.alloc_id);
+      if (it == ids.end()) return fmt::format("{} id {} is not live (never allocated)", noun, e.alloc_id);
+      if (!it->second.live) return fmt::format("{} id {} is not live (freed at event {})", noun, e.alloc_id, it->second.died_at);
+      return {};
+    };
+    if (e.op == trace_event_op::alloc || e.op == trace_event_op::segment_alloc) {
+      const auto [it, inserted] = ids.try_emplace(e.alloc_id, life{e.bytes, i, 0, true});
+      if (!inserted) return at(fmt::format("{} id {} was already allocated at event {}", noun, e.alloc_id, it->second.born_at));
+    } else if (e.op == trace_event_op::free || e.op == trace_event_op::segment_free) {
+      if (auto problem = check_live(); !problem.empty()) return at(problem);
+      life& l = ids.find(e.alloc_id)->second;
+      if (l.bytes != e.bytes) {
+        return at(fmt::format("{} id {} was allocated with {} bytes at event {} but freed with {} bytes", noun,
+                              e.alloc_id, l.bytes, l.born_at, e.bytes));
+      }
+      l.live = false;
+      l.died_at = i;
+    } else if (e.op == trace_event_op::record_stream) {
+      if (auto problem = check_live(); !problem.empty()) return at(problem);
+    }
+  }
+  return "valid";
+}
+
+TEST(TraceValidateTest, IdErrorsMatchTheReferenceOnRandomTraces) {
+  std::mt19937_64 rng(11);
+  std::set<std::string> kinds;  // the wording of each error met, without its numbers
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    trace t = random_valid_trace(seed, 300);
+    if (seed % 2 == 1) {  // shuffled wide ids: no runs, the hash set path
+      for (trace_event& e : t.events) e.alloc_id = (e.alloc_id * 0x2545F4914F6CDD1DULL) ^ 0xA5A5'0000'FFFF'1234ULL;
+    }
+    std::size_t first_unseeded = 0;
+    while (first_unseeded < t.events.size() && (t.events[first_unseeded].flags & trace_flag::seeded) != 0) {
+      ++first_unseeded;
+    }
+    const std::size_t at = first_unseeded + rng() % (t.events.size() - first_unseeded + 1);
+    const std::uint64_t now = at == 0 ? 0 : t.events[at - 1].time_ns;
+    // An id of the trace (or a neighbour) and a size of the trace (or not).
+    const trace_event& other = t.events[rng() % t.events.size()];
+    const std::uint64_t id = rng() % 4 == 0 ? other.alloc_id + 1 : other.alloc_id;
+    const std::uint64_t bytes = rng() % 3 == 0 ? other.bytes + 1 : other.bytes;
+    const trace_event_op ops[] = {trace_event_op::alloc, trace_event_op::free, trace_event_op::record_stream,
+                                  trace_event_op::segment_alloc, trace_event_op::segment_free};
+    t.events.insert(t.events.begin() + static_cast<std::ptrdiff_t>(at),
+                    make_event(ops[rng() % 5], now, id, bytes % (1ULL << 40)));
+    const auto v = validate(t);
+    const std::string got = v.has_value() ? "valid" : v.error().message();
+    ASSERT_EQ(got, reference_id_problem(t)) << "seed " << seed;
+    std::string kind;
+    for (const char c : got) {
+      if (c < '0' || c > '9') kind += c;
+    }
+    kinds.insert(kind);
+  }
+  // Every id error, for both namespaces, and valid traces were met.
+  EXPECT_GE(kinds.size(), 10U);
 }
 
 TEST(TraceValidateTest, RejectsUnknownVersion) {

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <optional>
-#include <unordered_map>
+#include <vector>
+
+#include "phasealloc/trace/flat_id_map.hpp"
+#include "phasealloc/trace/id_history.hpp"
 
 namespace phasealloc {
 namespace {
@@ -11,57 +14,76 @@ namespace {
 struct lifetime {
   std::uint64_t bytes = 0;
   std::size_t born_at = 0;
-  std::size_t died_at = 0;  // 0 while live (an event index > born_at otherwise)
-  bool live = true;
 };
 
-// Tracks one id namespace (allocations or segments).
+// Tracks one id namespace (allocations or segments): the live ids with their sizes and births,
+// and every id ever created. A freed id is forgotten but for its creation: the event numbers an
+// error names about a freed id (its birth, its free) are found again by scanning the events
+// before the failing one, which only happens once, on the way out.
 class id_book {
  public:
-  explicit id_book(std::string_view noun) : noun_(noun) {}
+  id_book(std::string_view noun, const std::vector<trace_event>& events, trace_event_op create_op,
+          trace_event_op destroy_op)
+      : noun_(noun), events_(events), create_op_(create_op), destroy_op_(destroy_op) {}
 
   std::string create(std::uint64_t id, std::uint64_t bytes, std::size_t index) {
-    auto [it, inserted] = ids_.try_emplace(id, lifetime{bytes, index, 0, true});
-    if (!inserted) {
-      return fmt::format("{} id {} was already allocated at event {}", noun_, id, it->second.born_at);
+    if (!created_.insert(id)) {
+      const lifetime* life = live_.find(id);
+      return fmt::format("{} id {} was already allocated at event {}", noun_, id,
+                         life != nullptr ? life->born_at : first_event(create_op_, id, index));
     }
+    live_.try_emplace(id, lifetime{bytes, index});
     return {};
   }
 
-  std::string check_live(std::uint64_t id) const {
-    const auto it = ids_.find(id);
-    if (it == ids_.end()) {
+  /// "" when `id` is live at event `index`, else why not.
+  std::string check_live(std::uint64_t id, std::size_t index) const {
+    if (live_.contains(id)) {
+      return {};
+    }
+    if (!created_.contains(id)) {
       return fmt::format("{} id {} is not live (never allocated)", noun_, id);
     }
-    if (!it->second.live) {
-      return fmt::format("{} id {} is not live (freed at event {})", noun_, id, it->second.died_at);
-    }
-    return {};
+    return fmt::format("{} id {} is not live (freed at event {})", noun_, id, first_event(destroy_op_, id, index));
   }
 
   /// The bytes of a live id (0 when not live).
   std::uint64_t live_bytes(std::uint64_t id) const {
-    const auto it = ids_.find(id);
-    return it == ids_.end() || !it->second.live ? 0 : it->second.bytes;
+    const lifetime* life = live_.find(id);
+    return life == nullptr ? 0 : life->bytes;
   }
 
   std::string destroy(std::uint64_t id, std::uint64_t bytes, std::size_t index) {
-    if (auto problem = check_live(id); !problem.empty()) {
-      return problem;
+    const lifetime* life = live_.find(id);
+    if (life == nullptr) {
+      return check_live(id, index);
     }
-    auto& life = ids_.find(id)->second;
-    if (life.bytes != bytes) {
+    if (life->bytes != bytes) {
       return fmt::format("{} id {} was allocated with {} bytes at event {} but freed with {} bytes", noun_, id,
-                         life.bytes, life.born_at, bytes);
+                         life->bytes, life->born_at, bytes);
     }
-    life.live = false;
-    life.died_at = index;
+    live_.erase(id);
     return {};
   }
 
  private:
+  // The first event before `end` that is `op` on `id`. Every event before `end` passed, so an id
+  // was created once and freed at most once: the first such event is the one.
+  std::size_t first_event(trace_event_op op, std::uint64_t id, std::size_t end) const {
+    for (std::size_t j = 0; j < end; ++j) {
+      if (events_[j].op == op && events_[j].alloc_id == id) {
+        return j;
+      }
+    }
+    return end;  // not reached: the id was created (and freed) before `end`
+  }
+
   std::string_view noun_;
-  std::unordered_map<std::uint64_t, lifetime> ids_;
+  const std::vector<trace_event>& events_;
+  trace_event_op create_op_;
+  trace_event_op destroy_op_;
+  flat_id_map<lifetime> live_;
+  id_history created_;
 };
 
 }  // namespace
@@ -76,8 +98,8 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
                                   fmt::format("trace version {} is not one this build reads (1..{})", t.version,
                                               trace_format_version)};
   }
-  id_book allocs("allocation");
-  id_book segments("segment");
+  id_book allocs("allocation", t.events, trace_event_op::alloc, trace_event_op::free);
+  id_book segments("segment", t.events, trace_event_op::segment_alloc, trace_event_op::segment_free);
   std::uint64_t last_time_ns = 0;
   bool seen_unseeded = false;
   // The seeded segment whose seed_block events are being read (its event index), and what they cover.
@@ -89,7 +111,7 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
     std::size_t blocks = 0;
   };
   std::optional<open_segment> layout;
-  std::unordered_map<std::uint64_t, std::size_t> placed;  // allocation id -> its seed_block
+  flat_id_map<std::size_t> placed;  // allocation id -> its seed_block
   // Closes the open layout segment: its blocks must cover its mapped bytes exactly.
   const auto close_layout = [&](std::size_t at, trace_event_op op) -> std::optional<trace_validation_error> {
     if (layout && layout->blocks > 0 && layout->mapped_bytes != layout->bytes) {
@@ -154,7 +176,7 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
     switch (e.op) {
       case trace_event_op::alloc: problem = allocs.create(e.alloc_id, e.bytes, i); break;
       case trace_event_op::free: problem = allocs.destroy(e.alloc_id, e.bytes, i); break;
-      case trace_event_op::record_stream: problem = allocs.check_live(e.alloc_id); break;
+      case trace_event_op::record_stream: problem = allocs.check_live(e.alloc_id, i); break;
       case trace_event_op::segment_alloc:
         problem = segments.create(e.alloc_id, e.bytes, i);
         if (seeded) {
@@ -178,11 +200,11 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
                                 layout->index);
         } else if (allocated) {
           const std::uint64_t requested = allocs.live_bytes(e.alloc_id);
-          if (auto live = allocs.check_live(e.alloc_id); !live.empty()) {
+          if (auto live = allocs.check_live(e.alloc_id, i); !live.empty()) {
             problem = live;
-          } else if (const auto [it, fresh] = placed.try_emplace(e.alloc_id, i); !fresh) {
+          } else if (const auto [at, fresh] = placed.try_emplace(e.alloc_id, i); !fresh) {
             problem = fmt::format("allocation id {} is already placed by the seed_block at event {}", e.alloc_id,
-                                  it->second);
+                                  *at);
           } else if (e.bytes < requested) {
             problem = fmt::format("a block of {} bytes holds allocation id {} of {} bytes", e.bytes, e.alloc_id,
                                   requested);
