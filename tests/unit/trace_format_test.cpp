@@ -517,6 +517,19 @@ TEST(TraceSummaryTest, CountsPeaksAndReserved) {
   EXPECT_EQ(s.duration_ns, 40U);
 }
 
+TEST(TraceSummaryTest, BestEffortOnInvalidTraces) {
+  trace t;
+  t.events = {make_event(trace_event_op::alloc, 0, 3, 100), make_event(trace_event_op::alloc, 1, 3, 50),  // twice
+              make_event(trace_event_op::free, 2, 9, 70),                                                 // unknown
+              make_event(trace_event_op::alloc, 3, 1ULL << 40, 10), make_event(trace_event_op::free, 4, 3, 50),
+              make_event(trace_event_op::free, 5, 3, 100)};                                              // again
+  const trace_summary s = summarize(t);
+  EXPECT_EQ(s.allocs, 3U);
+  EXPECT_EQ(s.frees, 3U);
+  EXPECT_EQ(s.peak_live_bytes, 110U);
+  EXPECT_EQ(s.final_live_bytes, 10U);
+}
+
 TEST(TraceFormatTest, OpNamesRoundTrip) {
   for (std::size_t i = 0; i < trace_event_op_count; ++i) {
     const auto op = static_cast<trace_event_op>(i);

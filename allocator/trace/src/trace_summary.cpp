@@ -1,7 +1,8 @@
 #include "phasealloc/trace/trace_summary.hpp"
 
 #include <algorithm>
-#include <unordered_map>
+
+#include "phasealloc/trace/flat_id_map.hpp"
 
 namespace phasealloc {
 namespace {
@@ -13,7 +14,7 @@ std::uint64_t saturating_sub(std::uint64_t a, std::uint64_t b) { return a >= b ?
 trace_summary summarize(const trace& t) {
   trace_summary s;
   s.events = t.events.size();
-  std::unordered_map<std::uint64_t, std::uint64_t> live;
+  flat_id_map<std::uint64_t> live;  // live allocation id -> its bytes
   std::uint64_t live_bytes = 0;
   std::uint64_t reserved_bytes = 0;
   for (const trace_event& e : t.events) {
@@ -25,16 +26,15 @@ trace_summary summarize(const trace& t) {
           ++s.seeded_allocs;
           s.seeded_live_bytes += e.bytes;
         }
-        if (live.emplace(e.alloc_id, e.bytes).second) {
+        if (live.try_emplace(e.alloc_id, e.bytes).second) {
           live_bytes += e.bytes;
         }
         break;
       case trace_event_op::free: {
         ++s.frees;
-        const auto it = live.find(e.alloc_id);
-        if (it != live.end()) {
-          live_bytes -= it->second;
-          live.erase(it);
+        if (const std::uint64_t* bytes = live.find(e.alloc_id)) {
+          live_bytes -= *bytes;
+          live.erase(e.alloc_id);
         }
         break;
       }
