@@ -107,6 +107,34 @@ class byte_reader {
   }
 
   bool varint(std::uint64_t& value, const field_name& what, trace_error& err) {
+    // With 10 bytes left (the longest varint) no byte needs a bounds check. A varint over 64
+    // bits leaves pos_ as it was and takes the checked path below, which words its error.
+    if (remaining() >= 10) [[likely]] {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(bytes_.data()) + pos_;
+      std::uint64_t v = p[0];
+      if (v < 0x80) {
+        value = v;
+        pos_ += 1;
+        return true;
+      }
+      v &= 0x7f;
+      for (std::size_t k = 1; k < 10; ++k) {
+        const std::uint64_t b = p[k];
+        if (k == 9 && b > 1) [[unlikely]] {
+          break;
+        }
+        v |= (b & 0x7f) << (7 * k);
+        if (b < 0x80) {
+          value = v;
+          pos_ += k + 1;
+          return true;
+        }
+      }
+    }
+    return varint_checked(value, what, err);
+  }
+
+  bool varint_checked(std::uint64_t& value, const field_name& what, trace_error& err) {
     const std::size_t start = pos_;
     value = 0;
     for (int shift = 0; shift < 70; shift += 7) {
