@@ -530,6 +530,47 @@ TEST(TraceSummaryTest, BestEffortOnInvalidTraces) {
   EXPECT_EQ(s.final_live_bytes, 10U);
 }
 
+void expect_same_summary(const trace_summary& a, const trace_summary& b) {
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.allocs, b.allocs);
+  EXPECT_EQ(a.seeded_allocs, b.seeded_allocs);
+  EXPECT_EQ(a.frees, b.frees);
+  EXPECT_EQ(a.record_streams, b.record_streams);
+  EXPECT_EQ(a.phase_changes, b.phase_changes);
+  EXPECT_EQ(a.empty_caches, b.empty_caches);
+  EXPECT_EQ(a.ooms, b.ooms);
+  EXPECT_EQ(a.seeded_live_bytes, b.seeded_live_bytes);
+  EXPECT_EQ(a.peak_live_bytes, b.peak_live_bytes);
+  EXPECT_EQ(a.final_live_bytes, b.final_live_bytes);
+  EXPECT_EQ(a.segment_allocs, b.segment_allocs);
+  EXPECT_EQ(a.seeded_segments, b.seeded_segments);
+  EXPECT_EQ(a.segment_frees, b.segment_frees);
+  EXPECT_EQ(a.segment_maps, b.segment_maps);
+  EXPECT_EQ(a.segment_unmaps, b.segment_unmaps);
+  EXPECT_EQ(a.initial_reserved_bytes, b.initial_reserved_bytes);
+  EXPECT_EQ(a.peak_reserved_bytes, b.peak_reserved_bytes);
+  EXPECT_EQ(a.final_reserved_bytes, b.final_reserved_bytes);
+  EXPECT_EQ(a.duration_ns, b.duration_ns);
+}
+
+TEST(TraceSummaryTest, ValidateAndSummarizeIsValidateThenSummarize) {
+  std::vector<trace> traces = {sample_trace()};
+  for (std::uint64_t seed = 0; seed < 40; ++seed) traces.push_back(random_valid_trace(seed, 500));
+  for (const trace& t : traces) {
+    const auto both = validate_and_summarize(t);
+    ASSERT_TRUE(both.has_value()) << both.error().message();
+    expect_same_summary(both.value(), summarize(t));
+  }
+  trace bad = two_allocs();
+  bad.events.push_back(make_event(trace_event_op::free, 6, 1, 100));
+  const auto both = validate_and_summarize(bad);
+  ASSERT_FALSE(both.has_value());
+  EXPECT_EQ(both.error().message(), validate(bad).error().message());
+  trace old;
+  old.version = 9;
+  EXPECT_EQ(validate_and_summarize(old).error().message(), validate(old).error().message());
+}
+
 TEST(TraceFormatTest, OpNamesRoundTrip) {
   for (std::size_t i = 0; i < trace_event_op_count; ++i) {
     const auto op = static_cast<trace_event_op>(i);

@@ -65,14 +65,15 @@ trace_input_options input_options(const std::string& device) {
 void run_replay(const replay_args& a, const std::string& invocation) {
   const std::size_t capacity_bytes = parse_capacity(a.capacity);
   const std::optional<std::size_t> capacity = capacity_bytes;
-  auto loaded = load_valid_trace(a.source, !a.no_validate, input_options(a.device));
+  trace_summary summary;
+  auto loaded = load_valid_trace(a.source, !a.no_validate, input_options(a.device), &summary);
   if (!loaded) throw command_error(loaded.error());
   const trace& t = loaded.value();
 
   replay_report report;
   report.trace_name = display_name(a.source);
   report.events = t.events.size();
-  report.floor_bytes = summarize(t).peak_live_bytes;
+  report.floor_bytes = summary.peak_live_bytes;
   report.capacity_bytes = *capacity;
   report.notes = input_notes(t);
   report.recorded_source = recorded_source(t);
@@ -147,7 +148,8 @@ void run_colocated(const replay_args& a) {
   colocated_report report;
   report.capacity_bytes = capacity_bytes;
   for (std::size_t p = 0; p < a.colocate.size(); ++p) {
-    auto loaded = load_valid_trace(a.colocate[p], !a.no_validate, input_options(a.device));
+    trace_summary summary;
+    auto loaded = load_valid_trace(a.colocate[p], !a.no_validate, input_options(a.device), &summary);
     if (!loaded) {
       throw command_error(fmt::format("replay --colocate: trace {} of {} ('{}'): {}", p + 1, a.colocate.size(),
                                       a.colocate[p], loaded.error()));
@@ -155,7 +157,7 @@ void run_colocated(const replay_args& a) {
     traces.push_back(std::move(loaded).value());
     report.trace_names.push_back(display_name(a.colocate[p]));
     report.events.push_back(traces.back().events.size());
-    report.floor_bytes.push_back(summarize(traces.back()).peak_live_bytes);
+    report.floor_bytes.push_back(summary.peak_live_bytes);
   }
   for (const std::string& spec : a.policies) {
     replay_options options;

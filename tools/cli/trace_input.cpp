@@ -16,6 +16,7 @@
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/synth/synth.hpp"
 #include "phasealloc/trace/trace_file.hpp"
+#include "phasealloc/trace/trace_summary.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 
 namespace phasealloc::cli {
@@ -191,18 +192,29 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
   return loaded;
 }
 
-result<trace, std::string> load_valid_trace(std::string_view source, bool check, const trace_input_options& options) {
+result<trace, std::string> load_valid_trace(std::string_view source, bool check, const trace_input_options& options,
+                                            trace_summary* summary) {
   std::string empty;
   auto loaded = load_any_trace(source, &empty, options);
   if (!loaded) return loaded;
   if (loaded.value().events.empty()) {
     return empty.empty() ? fmt::format("'{}' holds no events: nothing to replay", source) : empty;
   }
-  if (!check) return loaded;
-  if (auto v = validate(loaded.value()); !v) {
+  if (!check) {
+    if (summary != nullptr) *summary = summarize(loaded.value());
+    return loaded;
+  }
+  const auto invalid = [&](const trace_validation_error& error) {
     return fmt::format("{}: not a valid trace: {} (phasealloc inspect shows the whole trace; --no-validate runs it "
                        "anyway)",
-                       source, v.error().message());
+                       source, error.message());
+  };
+  if (summary != nullptr) {
+    auto v = validate_and_summarize(loaded.value());
+    if (!v) return invalid(v.error());
+    *summary = v.value();
+  } else if (auto v = validate(loaded.value()); !v) {
+    return invalid(v.error());
   }
   return loaded;
 }

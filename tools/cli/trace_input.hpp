@@ -11,6 +11,7 @@
 
 #include "phasealloc/status.hpp"
 #include "phasealloc/trace/trace_format.hpp"
+#include "phasealloc/trace/trace_summary.hpp"
 
 namespace phasealloc::cli {
 
@@ -31,9 +32,11 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
 
 /// load_any_trace; an error for a trace with no events; then (when `check`) validate(): the error
 /// names the first bad event. replay, report, sweep, export and convert run only traces that pass
-/// (their --no-validate skips the validation).
+/// (their --no-validate skips the validation). `summary`, when given, is set to summarize() of the
+/// trace, from the validation's own pass when `check`.
 result<trace, std::string> load_valid_trace(std::string_view source, bool check = true,
-                                            const trace_input_options& options = {});
+                                            const trace_input_options& options = {},
+                                            trace_summary* summary = nullptr);
 
 /// Decompresses gzip (or zlib) data into `out`. Returns "" or an error naming `name`: corrupt or
 /// truncated data, or output above `max_output_bytes` (a decompression bomb).

@@ -92,7 +92,10 @@ std::string trace_validation_error::message() const {
   return fmt::format("event {} ({}): {}", event_index, to_string(op), problem);
 }
 
-result<std::monostate, trace_validation_error> validate(const trace& t) {
+namespace {
+
+// validate(); and when `summary` is given, every event that passes is added to it.
+result<std::monostate, trace_validation_error> check_trace(const trace& t, trace_summary_builder* summary) {
   if (t.version == 0 || t.version > trace_format_version) {
     return trace_validation_error{t.events.size(), trace_event_op::alloc,
                                   fmt::format("trace version {} is not one this build reads (1..{})", t.version,
@@ -235,11 +238,27 @@ result<std::monostate, trace_validation_error> validate(const trace& t) {
     if (!problem.empty()) {
       return fail(std::move(problem));
     }
+    if (summary != nullptr) {
+      // Valid so far: an alloc's id is new and a free's is live with the same bytes.
+      summary->add(e, e.op == trace_event_op::alloc ? e.bytes : 0, e.op == trace_event_op::free ? e.bytes : 0);
+    }
   }
   if (auto closed = close_layout(t.events.size(), trace_event_op::seed_block)) {
     return *closed;
   }
   return std::monostate{};
+}
+
+}  // namespace
+
+result<std::monostate, trace_validation_error> validate(const trace& t) { return check_trace(t, nullptr); }
+
+result<trace_summary, trace_validation_error> validate_and_summarize(const trace& t) {
+  trace_summary_builder summary;
+  if (auto checked = check_trace(t, &summary); !checked) {
+    return checked.error();
+  }
+  return summary.finish();
 }
 
 }  // namespace phasealloc

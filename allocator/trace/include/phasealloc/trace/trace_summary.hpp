@@ -41,4 +41,21 @@ struct trace_summary {
 
 trace_summary summarize(const trace& t);
 
+/// A summary built one event at a time: summarize() with its own book of live allocations, and
+/// validate_and_summarize() (trace_validate.hpp) in the same pass as the checks, from the
+/// validator's book.
+class trace_summary_builder {
+ public:
+  /// Counts `e`. `live_added`: the bytes it makes live (a new allocation's), `live_removed`: the
+  /// bytes it frees (a live allocation's); 0 otherwise.
+  void add(const trace_event& e, std::uint64_t live_added, std::uint64_t live_removed) noexcept;
+  /// The summary of the events added so far.
+  trace_summary finish() const noexcept;
+
+ private:
+  trace_summary summary_;
+  std::uint64_t live_bytes_ = 0;
+  std::uint64_t reserved_bytes_ = 0;
+};
+
 }  // namespace phasealloc

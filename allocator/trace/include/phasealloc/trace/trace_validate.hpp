@@ -21,6 +21,7 @@
 
 #include "phasealloc/status.hpp"
 #include "phasealloc/trace/trace_format.hpp"
+#include "phasealloc/trace/trace_summary.hpp"
 
 namespace phasealloc {
 
@@ -37,5 +38,9 @@ struct trace_validation_error {
 };
 
 result<std::monostate, trace_validation_error> validate(const trace& t);
+
+/// validate(), and for a valid trace what summarize(t) gives, from the same pass over the events
+/// (one pass and one book of live allocations instead of two).
+result<trace_summary, trace_validation_error> validate_and_summarize(const trace& t);
 
 }  // namespace phasealloc
