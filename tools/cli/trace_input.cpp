@@ -1,8 +1,6 @@
 #include "trace_input.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include "file_bytes.hpp"
 #include "phasealloc/import/kineto_importer.hpp"
 #include "phasealloc/import/rmm_log_importer.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
@@ -46,34 +45,6 @@ std::string not_a_regular_file(const std::string& path) {
   if (S_ISBLK(st.st_mode)) return "it is a block device, not a regular file";
   if (S_ISSOCK(st.st_mode)) return "it is a socket, not a regular file";
   return "it is not a regular file";
-}
-
-/// The whole file into `bytes`; an error message, or "". Sized from fstat and read with read(2)
-/// into the buffer at once (a stream iterator copied byte by byte and regrew the string); a file
-/// that grows or shrinks meanwhile is read to its end all the same.
-std::string read_whole_file(const std::string& path, std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fmt::format("cannot read '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  const std::size_t expected = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
-  bytes.resize(expected + 1);  // one byte more: reaching the end takes no second resize
-  std::size_t filled = 0;
-  bool failed = false;
-  while (true) {
-    if (filled == bytes.size()) bytes.resize(bytes.size() * 2);
-    const ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
-    if (got == 0) break;
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      failed = true;
-      break;
-    }
-    filled += static_cast<std::size_t>(got);
-  }
-  ::close(fd);
-  bytes.resize(filled);
-  if (failed) return fmt::format("cannot read '{}': read error", path);
-  return {};
 }
 
 bool is_gzip(std::string_view bytes) {
@@ -140,18 +111,19 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
   if (std::string what = not_a_regular_file(name); !what.empty()) {
     return fmt::format("cannot read '{}': {}", name, what);
   }
-  std::string bytes;
-  if (std::string error = read_whole_file(name, bytes); !error.empty()) return error;
+  file_bytes file;
+  if (std::string error = file.load(name); !error.empty()) return error;
+  std::string_view bytes = file.view();
   if (bytes.empty()) return fmt::format("'{}' is empty (0 bytes): there is no trace in it", name);
 
   // PyTorch's profiler writes .json.gz; any input may come gzipped. The kind is sniffed from the
   // decompressed bytes and the name without ".gz".
   std::string ext = std::filesystem::path(name).extension().string();
   std::string compressed_note;
+  std::string plain;  // the decompressed bytes of a gzip file
   if (is_gzip(bytes)) {
-    std::string plain;
     if (std::string error = gunzip(bytes, name, plain); !error.empty()) return error;
-    bytes = std::move(plain);
+    bytes = plain;
     if (ends_with(name, ".gz")) ext = std::filesystem::path(name.substr(0, name.size() - 3)).extension().string();
     compressed_note = " (after gzip decompression)";
     if (bytes.empty()) return fmt::format("'{}' decompresses to 0 bytes: there is no trace in it", name);
