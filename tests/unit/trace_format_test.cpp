@@ -210,6 +210,49 @@ TEST(TraceFormatTest, OverlongVarintIsAnError) {
   EXPECT_EQ(r.error().offset, 8U);
 }
 
+// A bad event in the middle of a long trace (where the decoder reads without bounds checks) is
+// worded as one at the end (where every byte is checked).
+TEST(TraceFormatTest, BadEventsAreWordedAlikeMidTraceAndAtTheEnd) {
+  trace t;
+  for (std::uint64_t k = 0; k < 100; ++k) t.events.push_back(make_event(trace_event_op::alloc, 0, k, 1));
+  const std::string good = encode_trace(t);
+  const std::size_t events_at = good.size() - 4 * 100;  // each event: head, time 0, id 0, bytes 1
+  const std::string bad_events[] = {
+      std::string("\x0f\x00\x00\x01", 4),                                   // op 15
+      std::string(1, '\0') + std::string(9, '\xff') + "\x02" + std::string("\x00\x01", 2),  // time over 64 bits
+      std::string("\x20\x00\x00\x01\x80\x80\x80\x80\x10", 9),               // stream 2^32
+      std::string("\x10\x00\x00\x01", 4),                                   // flags byte missing at the end
+  };
+  struct wording {
+    std::size_t offset;  // from the event's start
+    const char* expected;
+    const char* found;
+  };
+  const wording expected[] = {
+      {0, "event {}: an op below 11", "15"},
+      {1, "event {} time delta (a varint of at most 64 bits)", "a longer varint"},
+      {4, "event {} stream (at most 4294967295)", "4294967296"},
+      {0, "", ""},
+  };
+  for (std::size_t c = 0; c < std::size(bad_events); ++c) {
+    for (const std::size_t k : {std::size_t{50}, std::size_t{99}}) {
+      std::string bytes = good;
+      bytes.replace(events_at + 4 * k, 4, bad_events[c]);
+      const auto r = decode_trace(bytes, "mid");
+      ASSERT_FALSE(r.has_value()) << c << " " << k;
+      if (c == 3) {  // mid-trace the next event's head is read as the flags; at the end, the end of input
+        if (k == 99) {
+          EXPECT_EQ(r.error().found, "end of input");
+        }
+        continue;
+      }
+      EXPECT_EQ(r.error().offset, events_at + 4 * k + expected[c].offset) << c << " " << k;
+      EXPECT_EQ(r.error().expected, fmt::format(fmt::runtime(expected[c].expected), k)) << c << " " << k;
+      EXPECT_EQ(r.error().found, expected[c].found) << c << " " << k;
+    }
+  }
+}
+
 TEST(TraceFormatTest, TextErrorsNameTheLine) {
   const std::string text =
       "# phasealloc-trace v1\n"

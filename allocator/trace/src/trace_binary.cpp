@@ -100,6 +100,7 @@ class byte_reader {
   byte_reader(std::string_view bytes, std::string_view source) : bytes_(bytes), source_(source) {}
 
   std::size_t offset() const { return pos_; }
+  const std::uint8_t* here() const { return reinterpret_cast<const std::uint8_t*>(bytes_.data()) + pos_; }
   void skip(std::size_t n) { pos_ += std::min(n, remaining()); }
   std::size_t remaining() const { return bytes_.size() - pos_; }
 
@@ -205,6 +206,55 @@ class byte_reader {
   std::string_view source_;
   std::size_t pos_ = 0;
 };
+
+// The longest event: head, three 10-byte varints, flags, three 5-byte varints.
+constexpr std::size_t max_event_bytes = 1 + 3 * 10 + 1 + 3 * 5;
+
+// A varint at p (10 readable bytes), without bounds checks; false for one over 64 bits.
+inline bool raw_varint(const std::uint8_t*& p, std::uint64_t& value) {
+  std::uint64_t b = *p++;
+  value = b & 0x7f;
+  for (int shift = 7; b >= 0x80; shift += 7) {
+    if (shift > 63) return false;
+    b = *p++;
+    if (shift == 63 && b > 1) return false;
+    value |= (b & 0x7f) << shift;
+  }
+  return true;
+}
+
+inline bool raw_u32(const std::uint8_t*& p, std::uint32_t& value) {
+  std::uint64_t v = 0;
+  if (!raw_varint(p, v) || v > UINT32_MAX) return false;
+  value = static_cast<std::uint32_t>(v);
+  return true;
+}
+
+// One event from p (max_event_bytes readable) without bounds checks or error words: the bytes
+// it took, or 0 when anything is off (then the checked decoder reads it again and words the error).
+// Changes nothing but `e`.
+inline std::size_t decode_event_fast(const std::uint8_t* p, std::uint64_t last_time_ns, const id_predictor& ids,
+                                     trace_event& e) {
+  const std::uint8_t* const start = p;
+  const std::uint8_t head = *p++;
+  const std::uint8_t op = head & head_op_mask;
+  if (op >= trace_event_op_count) return 0;
+  std::uint64_t dt = 0;
+  std::uint64_t did = 0;
+  if (!raw_varint(p, dt) || !raw_varint(p, did) || !raw_varint(p, e.bytes)) return 0;
+  e.op = static_cast<trace_event_op>(op);
+  e.time_ns = last_time_ns + detail::unzigzag(dt);
+  e.alloc_id = ids.predict(e.op) + detail::unzigzag(did);
+  e.flags = (head & head_has_flags) != 0 ? *p++ : 0;
+  e.stream = 0;
+  e.tag = 0;
+  e.name = 0;
+  if (((head & head_has_stream) != 0 && !raw_u32(p, e.stream)) || ((head & head_has_tag) != 0 && !raw_u32(p, e.tag)) ||
+      ((head & head_has_name) != 0 && !raw_u32(p, e.name))) {
+    return 0;
+  }
+  return static_cast<std::size_t>(p - start);
+}
 
 }  // namespace
 
@@ -338,6 +388,16 @@ result<trace, trace_error> decode_trace(std::string_view bytes, std::string_view
     if (prefault && i % prefault_chunk == 0 && i < t.events.capacity()) {
       const std::size_t n = std::min<std::size_t>(prefault_chunk, t.events.capacity() - i);
       detail::prefault_for_write(t.events.data() + i, n * sizeof(trace_event));
+    }
+    if (in.remaining() >= max_event_bytes) [[likely]] {
+      trace_event& e = t.events.emplace_back();
+      if (const std::size_t used = decode_event_fast(in.here(), last_time_ns, ids, e)) [[likely]] {
+        in.skip(used);
+        last_time_ns = e.time_ns;
+        ids.update(e.op, e.alloc_id);
+        continue;
+      }
+      t.events.pop_back();
     }
     const std::size_t event_at = in.offset();
     std::uint8_t head = 0;
