@@ -26,25 +26,25 @@ class id_book {
           trace_event_op destroy_op)
       : noun_(noun), events_(events), create_op_(create_op), destroy_op_(destroy_op) {}
 
-  std::string create(std::uint64_t id, std::uint64_t bytes, std::size_t index) {
-    if (!created_.insert(id)) {
-      const lifetime* life = live_.find(id);
-      return fmt::format("{} id {} was already allocated at event {}", noun_, id,
-                         life != nullptr ? life->born_at : first_event(create_op_, id, index));
+  // Each check returns whether it passed and words the problem into `problem` only when it did
+  // not: a passing event builds no string (the words are in the cold functions below).
+
+  bool create(std::uint64_t id, std::uint64_t bytes, std::size_t index, std::string& problem) {
+    if (!created_.insert(id)) [[unlikely]] {
+      problem = already_allocated(id, index);
+      return false;
     }
     live_.try_emplace(id, lifetime{bytes, index});
-    return {};
+    return true;
   }
 
-  /// "" when `id` is live at event `index`, else why not.
-  std::string check_live(std::uint64_t id, std::size_t index) const {
-    if (live_.contains(id)) {
-      return {};
+  /// Whether `id` is live at event `index`; else why not, in `problem`.
+  bool check_live(std::uint64_t id, std::size_t index, std::string& problem) const {
+    if (live_.contains(id)) [[likely]] {
+      return true;
     }
-    if (!created_.contains(id)) {
-      return fmt::format("{} id {} is not live (never allocated)", noun_, id);
-    }
-    return fmt::format("{} id {} is not live (freed at event {})", noun_, id, first_event(destroy_op_, id, index));
+    problem = not_live(id, index);
+    return false;
   }
 
   /// The bytes of a live id (0 when not live).
@@ -53,20 +53,39 @@ class id_book {
     return life == nullptr ? 0 : life->bytes;
   }
 
-  std::string destroy(std::uint64_t id, std::uint64_t bytes, std::size_t index) {
+  bool destroy(std::uint64_t id, std::uint64_t bytes, std::size_t index, std::string& problem) {
     const lifetime* life = live_.find(id);
-    if (life == nullptr) {
-      return check_live(id, index);
+    if (life == nullptr) [[unlikely]] {
+      problem = not_live(id, index);
+      return false;
     }
-    if (life->bytes != bytes) {
-      return fmt::format("{} id {} was allocated with {} bytes at event {} but freed with {} bytes", noun_, id,
-                         life->bytes, life->born_at, bytes);
+    if (life->bytes != bytes) [[unlikely]] {
+      problem = size_mismatch(id, *life, bytes);
+      return false;
     }
     live_.erase(id);
-    return {};
+    return true;
   }
 
  private:
+  [[gnu::cold]] std::string already_allocated(std::uint64_t id, std::size_t index) const {
+    const lifetime* life = live_.find(id);
+    return fmt::format("{} id {} was already allocated at event {}", noun_, id,
+                       life != nullptr ? life->born_at : first_event(create_op_, id, index));
+  }
+
+  [[gnu::cold]] std::string not_live(std::uint64_t id, std::size_t index) const {
+    if (!created_.contains(id)) {
+      return fmt::format("{} id {} is not live (never allocated)", noun_, id);
+    }
+    return fmt::format("{} id {} is not live (freed at event {})", noun_, id, first_event(destroy_op_, id, index));
+  }
+
+  [[gnu::cold]] std::string size_mismatch(std::uint64_t id, const lifetime& life, std::uint64_t bytes) const {
+    return fmt::format("{} id {} was allocated with {} bytes at event {} but freed with {} bytes", noun_, id,
+                       life.bytes, life.born_at, bytes);
+  }
+
   // The first event before `end` that is `op` on `id`. Every event before `end` passed, so an id
   // was created once and freed at most once: the first such event is the one.
   std::size_t first_event(trace_event_op op, std::uint64_t id, std::size_t end) const {
@@ -177,11 +196,11 @@ result<std::monostate, trace_validation_error> check_trace(const trace& t, trace
 
     std::string problem;
     switch (e.op) {
-      case trace_event_op::alloc: problem = allocs.create(e.alloc_id, e.bytes, i); break;
-      case trace_event_op::free: problem = allocs.destroy(e.alloc_id, e.bytes, i); break;
-      case trace_event_op::record_stream: problem = allocs.check_live(e.alloc_id, i); break;
+      case trace_event_op::alloc: allocs.create(e.alloc_id, e.bytes, i, problem); break;
+      case trace_event_op::free: allocs.destroy(e.alloc_id, e.bytes, i, problem); break;
+      case trace_event_op::record_stream: allocs.check_live(e.alloc_id, i, problem); break;
       case trace_event_op::segment_alloc:
-        problem = segments.create(e.alloc_id, e.bytes, i);
+        segments.create(e.alloc_id, e.bytes, i, problem);
         if (seeded) {
           layout = open_segment{i, e.bytes, (e.flags & trace_flag::expandable) != 0, 0, 0};
         }
@@ -203,14 +222,14 @@ result<std::monostate, trace_validation_error> check_trace(const trace& t, trace
                                 layout->index);
         } else if (allocated) {
           const std::uint64_t requested = allocs.live_bytes(e.alloc_id);
-          if (auto live = allocs.check_live(e.alloc_id, i); !live.empty()) {
-            problem = live;
-          } else if (const auto [at, fresh] = placed.try_emplace(e.alloc_id, i); !fresh) {
-            problem = fmt::format("allocation id {} is already placed by the seed_block at event {}", e.alloc_id,
-                                  *at);
-          } else if (e.bytes < requested) {
-            problem = fmt::format("a block of {} bytes holds allocation id {} of {} bytes", e.bytes, e.alloc_id,
-                                  requested);
+          if (allocs.check_live(e.alloc_id, i, problem)) {
+            if (const auto [at, fresh] = placed.try_emplace(e.alloc_id, i); !fresh) {
+              problem = fmt::format("allocation id {} is already placed by the seed_block at event {}", e.alloc_id,
+                                    *at);
+            } else if (e.bytes < requested) {
+              problem = fmt::format("a block of {} bytes holds allocation id {} of {} bytes", e.bytes, e.alloc_id,
+                                    requested);
+            }
           }
         }
         if (problem.empty() && layout) {
@@ -223,7 +242,7 @@ result<std::monostate, trace_validation_error> check_trace(const trace& t, trace
         }
         break;
       }
-      case trace_event_op::segment_free: problem = segments.destroy(e.alloc_id, e.bytes, i); break;
+      case trace_event_op::segment_free: segments.destroy(e.alloc_id, e.bytes, i, problem); break;
       case trace_event_op::phase:
         if (e.name >= t.strings.size()) {
           problem = fmt::format("phase name index {} is out of range (the string table has {})", e.name,
