@@ -490,6 +490,23 @@ TEST(TraceValidateTest, IdErrorsMatchTheReferenceOnRandomTraces) {
   EXPECT_GE(kinds.size(), 10U);
 }
 
+TEST(TraceValidateTest, SeedBlocksNameTheirAllocation) {
+  constexpr std::uint8_t seeded = trace_flag::seeded;
+  constexpr std::uint8_t held = trace_flag::seeded | trace_flag::allocated;
+  trace t;
+  t.version = trace_format_version_layout;
+  t.events = {make_event(trace_event_op::alloc, 0, 0, 4096, 0, 0, 0, seeded),
+              make_event(trace_event_op::segment_alloc, 0, 0, 2 << 20, 0, 0, 0, seeded),
+              make_event(trace_event_op::seed_block, 0, 0, 4096, 0, 0, 0, held),
+              make_event(trace_event_op::seed_block, 0, 0, 4096, 0, 0, 0, held)};
+  EXPECT_EQ(problem_of(t, 3), "event 3 (seed_block): allocation id 0 is already placed by the seed_block at event 2");
+  t.events[3].alloc_id = 7;
+  EXPECT_EQ(problem_of(t, 3), "event 3 (seed_block): allocation id 7 is not live (never allocated)");
+  t.events.pop_back();
+  t.events[2].bytes = 100;
+  EXPECT_EQ(problem_of(t, 2), "event 2 (seed_block): a block of 100 bytes holds allocation id 0 of 4096 bytes");
+}
+
 TEST(TraceValidateTest, RejectsUnknownVersion) {
   trace t;
   t.version = 7;
