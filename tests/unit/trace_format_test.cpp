@@ -253,6 +253,26 @@ TEST(TraceFormatTest, BadEventsAreWordedAlikeMidTraceAndAtTheEnd) {
   }
 }
 
+// Large enough for the decoder's chunked prefaulting and its fast runs (several chunks of 32 Ki
+// events), with a checked-path event (a u32 field over 2^32-1 is only refused there) deep inside.
+TEST(TraceFormatTest, LargeTracesRoundTripAndFailDeepInside) {
+  trace t = random_valid_trace(3, 300000);
+  const std::string bytes = encode_trace(t);
+  const auto back = decode_trace(bytes, "large");
+  ASSERT_TRUE(back.has_value()) << back.error().message();
+  EXPECT_EQ(back.value(), t);
+
+  trace simple;
+  for (std::uint64_t k = 0; k < 200000; ++k) simple.events.push_back(make_event(trace_event_op::alloc, 0, k, 1));
+  std::string bad = encode_trace(simple);
+  const std::size_t events_at = bad.size() - 4 * 200000;  // each event: head, time 0, id 0, bytes 1
+  bad.replace(events_at + 4 * 150000, 4, std::string("\x20\x00\x00\x01\x80\x80\x80\x80\x10", 9));
+  const auto r = decode_trace(bad, "large");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().expected, "event 150000 stream (at most 4294967295)");
+  EXPECT_EQ(r.error().offset, events_at + 4 * 150000 + 4);
+}
+
 TEST(TraceFormatTest, TextErrorsNameTheLine) {
   const std::string text =
       "# phasealloc-trace v1\n"

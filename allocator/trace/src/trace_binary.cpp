@@ -256,6 +256,31 @@ inline std::size_t decode_event_fast(const std::uint8_t* p, std::uint64_t last_t
   return static_cast<std::size_t>(p - start);
 }
 
+// Events read with decode_event_fast, one after another, while max_event_bytes are left.
+struct fast_run {
+  const std::uint8_t* p;
+  std::size_t left;  // bytes from p to the end of the input
+  std::uint64_t last_time_ns;
+  id_predictor& ids;
+  std::vector<trace_event>& out;
+  std::size_t used = 0;  // bytes taken
+
+  /// Reads up to `limit` events; how many (0 when the next one needs the checked reader).
+  std::size_t decode(std::size_t limit) {
+    std::size_t k = 0;
+    for (; k < limit && left - used >= max_event_bytes; ++k) {
+      trace_event e;
+      const std::size_t n = decode_event_fast(p + used, last_time_ns, ids, e);
+      if (n == 0) break;
+      used += n;
+      last_time_ns = e.time_ns;
+      ids.update(e.op, e.alloc_id);
+      out.push_back(e);
+    }
+    return k;
+  }
+};
+
 }  // namespace
 
 std::string encode_trace(const trace& t) {
@@ -382,22 +407,24 @@ result<trace, trace_error> decode_trace(std::string_view bytes, std::string_view
   // 1.25 MB instead of a page fault per 4 KiB, and the zeroed pages are still in cache when written.
   constexpr std::size_t prefault_chunk = std::size_t{1} << 15;  // events
   const bool prefault = t.events.capacity() >= 4 * prefault_chunk;
+  std::size_t prefaulted = 0;  // events mapped in so far
   id_predictor ids;
   std::uint64_t last_time_ns = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
-    if (prefault && i % prefault_chunk == 0 && i < t.events.capacity()) {
-      const std::size_t n = std::min<std::size_t>(prefault_chunk, t.events.capacity() - i);
-      detail::prefault_for_write(t.events.data() + i, n * sizeof(trace_event));
+    if (prefault && i >= prefaulted && prefaulted < t.events.capacity()) {
+      const std::size_t n = std::min<std::size_t>(prefault_chunk, t.events.capacity() - prefaulted);
+      detail::prefault_for_write(t.events.data() + prefaulted, n * sizeof(trace_event));
+      prefaulted += n;
     }
-    if (in.remaining() >= max_event_bytes) [[likely]] {
-      trace_event& e = t.events.emplace_back();
-      if (const std::size_t used = decode_event_fast(in.here(), last_time_ns, ids, e)) [[likely]] {
-        in.skip(used);
-        last_time_ns = e.time_ns;
-        ids.update(e.op, e.alloc_id);
-        continue;
-      }
-      t.events.pop_back();
+    // A run of events the fast reader takes (up to the mapped-in ones), then at most one checked.
+    const std::size_t run_limit = static_cast<std::size_t>(
+        prefault && i < prefaulted ? std::min<std::uint64_t>(count - i, prefaulted - i) : count - i);
+    fast_run run{in.here(), in.remaining(), last_time_ns, ids, t.events};
+    if (const std::size_t took = run.decode(run_limit); took > 0) {
+      in.skip(run.used);
+      last_time_ns = run.last_time_ns;
+      i += took - 1;
+      continue;
     }
     const std::size_t event_at = in.offset();
     std::uint8_t head = 0;
