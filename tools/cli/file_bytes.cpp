@@ -1,7 +1,6 @@
 #include "file_bytes.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,33 +34,15 @@ bool read_all(int fd, std::size_t expected, std::string& bytes) {
 
 }  // namespace
 
-file_bytes::~file_bytes() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
-}
-
 std::string file_bytes::load(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot read '{}': {}", path, std::strerror(errno));
   struct stat st {};
   const std::size_t size = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
-  if (size > 0 && S_ISREG(st.st_mode)) {
-    void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (mapped != MAP_FAILED) {
-      map_ = mapped;
-      map_bytes_ = size;
-      ::close(fd);
-      return {};
-    }
-  }
   const bool ok = read_all(fd, size, read_);
   ::close(fd);
   if (!ok) return fmt::format("cannot read '{}': read error", path);
   return {};
-}
-
-std::string_view file_bytes::view() const noexcept {
-  if (map_ != nullptr) return {static_cast<const char*>(map_), map_bytes_};
-  return read_;
 }
 
 }  // namespace phasealloc::cli
