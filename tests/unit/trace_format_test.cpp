@@ -610,6 +610,22 @@ TEST(TraceSummaryTest, BestEffortOnInvalidTraces) {
   EXPECT_EQ(s.final_live_bytes, 10U);
 }
 
+TEST(TraceSummaryTest, SizesNearTwoToTheSixtyFourDoNotWrap) {
+  // What --no-validate lets through: two allocations whose sum passes 2^64. The levels are exact,
+  // the reported bytes stop at 2^64 - 1, and a free brings the level back down exactly.
+  const std::uint64_t huge = (1ULL << 63) + 512;
+  trace t;
+  t.events = {make_event(trace_event_op::alloc, 0, 1, huge), make_event(trace_event_op::alloc, 1, 2, huge),
+              make_event(trace_event_op::alloc, 2, 3, 100), make_event(trace_event_op::free, 3, 1, huge),
+              make_event(trace_event_op::segment_alloc, 4, 7, huge), make_event(trace_event_op::segment_alloc, 5, 8, huge),
+              make_event(trace_event_op::segment_free, 6, 8, huge)};
+  const trace_summary s = summarize(t);
+  EXPECT_EQ(s.peak_live_bytes, UINT64_MAX);
+  EXPECT_EQ(s.final_live_bytes, huge + 100);
+  EXPECT_EQ(s.peak_reserved_bytes, UINT64_MAX);
+  EXPECT_EQ(s.final_reserved_bytes, huge);
+}
+
 void expect_same_summary(const trace_summary& a, const trace_summary& b) {
   EXPECT_EQ(a.events, b.events);
   EXPECT_EQ(a.allocs, b.allocs);

@@ -7,7 +7,11 @@
 namespace phasealloc {
 namespace {
 
-std::uint64_t saturating_sub(std::uint64_t a, std::uint64_t b) { return a >= b ? a - b : 0; }
+template <class T>
+T saturating_sub(T a, T b) { return a >= b ? a - b : 0; }
+
+template <class T>
+std::uint64_t clamped(T v) { return v > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(v); }
 
 }  // namespace
 
@@ -19,7 +23,7 @@ void trace_summary_builder::add(const trace_event& e, std::uint64_t live_added, 
       ++s.allocs;
       if (seeded) {
         ++s.seeded_allocs;
-        s.seeded_live_bytes += e.bytes;
+        seeded_live_bytes_ += e.bytes;
       }
       break;
     case trace_event_op::free: ++s.frees; break;
@@ -31,7 +35,7 @@ void trace_summary_builder::add(const trace_event& e, std::uint64_t live_added, 
     case trace_event_op::segment_alloc:
       if (seeded) {
         ++s.seeded_segments;
-        s.initial_reserved_bytes += e.bytes;
+        initial_reserved_bytes_ += e.bytes;
       } else {
         ++s.segment_allocs;
       }
@@ -43,24 +47,28 @@ void trace_summary_builder::add(const trace_event& e, std::uint64_t live_added, 
       break;
     case trace_event_op::segment_free:
       ++s.segment_frees;
-      reserved_bytes_ = saturating_sub(reserved_bytes_, e.bytes);
+      reserved_bytes_ = saturating_sub<level>(reserved_bytes_, e.bytes);
       break;
     case trace_event_op::segment_unmap:
       ++s.segment_unmaps;
-      reserved_bytes_ = saturating_sub(reserved_bytes_, e.bytes);
+      reserved_bytes_ = saturating_sub<level>(reserved_bytes_, e.bytes);
       break;
   }
-  live_bytes_ = live_bytes_ + live_added - live_removed;
+  live_bytes_ = saturating_sub<level>(live_bytes_ + live_added, live_removed);
   ++s.events;
-  s.peak_live_bytes = std::max(s.peak_live_bytes, live_bytes_);
-  s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, reserved_bytes_);
+  peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+  peak_reserved_bytes_ = std::max(peak_reserved_bytes_, reserved_bytes_);
   s.duration_ns = e.time_ns;
 }
 
 trace_summary trace_summary_builder::finish() const noexcept {
   trace_summary s = summary_;
-  s.final_live_bytes = live_bytes_;
-  s.final_reserved_bytes = reserved_bytes_;
+  s.seeded_live_bytes = clamped(seeded_live_bytes_);
+  s.initial_reserved_bytes = clamped(initial_reserved_bytes_);
+  s.peak_live_bytes = clamped(peak_live_bytes_);
+  s.peak_reserved_bytes = clamped(peak_reserved_bytes_);
+  s.final_live_bytes = clamped(live_bytes_);
+  s.final_reserved_bytes = clamped(reserved_bytes_);
   return s;
 }
 

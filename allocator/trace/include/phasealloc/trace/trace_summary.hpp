@@ -4,7 +4,9 @@
 // Live bytes are requested bytes (the alloc events' sizes). Reserved bytes follow the observed
 // segment events: seeded segments are the reserve at the start, segment_alloc / segment_map add,
 // segment_free / segment_unmap take away. A trace without segment events reports 0 reserved.
-// Best effort on invalid traces: frees of unknown ids are ignored, subtractions saturate at 0.
+// Best effort on invalid traces: frees of unknown ids are ignored, subtractions saturate at 0, and
+// byte counts beyond 2^64 - 1 (sizes near 2^64 in a trace replayed with --no-validate) are reported
+// as 2^64 - 1; the levels are kept exactly (128 bits), so a later free brings them back.
 #pragma once
 
 #include <cstddef>
@@ -53,9 +55,15 @@ class trace_summary_builder {
   trace_summary finish() const noexcept;
 
  private:
+  __extension__ typedef unsigned __int128 level;  // exact sums of up to 2^64 sizes below 2^64
+
   trace_summary summary_;
-  std::uint64_t live_bytes_ = 0;
-  std::uint64_t reserved_bytes_ = 0;
+  level live_bytes_ = 0;
+  level reserved_bytes_ = 0;
+  level seeded_live_bytes_ = 0;
+  level initial_reserved_bytes_ = 0;
+  level peak_live_bytes_ = 0;
+  level peak_reserved_bytes_ = 0;
 };
 
 }  // namespace phasealloc
