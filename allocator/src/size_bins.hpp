@@ -56,10 +56,15 @@ class size_bins {
   std::size_t largest_bytes() const noexcept;
   bool empty() const noexcept { return summary_ == 0; }
 
+  /// Every binned block, by size; only the non-empty bins are visited (the invariant checker and
+  /// stats() walk the pools after every operation in tests).
   template <class F>
   void for_each(F&& f) const {
-    for (const std::vector<block*>& bin : bins_) {
-      for (const block* b : bin) f(b);
+    for (std::uint64_t words = summary_; words != 0; words &= words - 1) {
+      const std::size_t w = static_cast<std::size_t>(std::countr_zero(words));
+      for (std::uint64_t bits = words_[w]; bits != 0; bits &= bits - 1) {
+        for (const block* b : bins_[w * 64 + static_cast<std::size_t>(std::countr_zero(bits))]) f(b);
+      }
     }
   }
 
