@@ -69,22 +69,17 @@ allocation_failure& last_failure() {
   }
 }
 
-/// allocate() when the device has no engine yet (or the size is negative): builds the engine first.
-[[gnu::cold, gnu::noinline]] void* allocate_first(ssize_t size, int device, void* stream) noexcept {
+/// allocate()'s engine when the device has none yet (or the size is negative): builds it first;
+/// nullptr with last_failure() saying why.
+[[gnu::cold, gnu::noinline]] device_slot* first_slot(ssize_t size, int device) noexcept {
   try {
     if (size < 0) {
       note_failure(false, fmt::format("phasealloc_malloc: negative size {} on device {}", size, device));
       return nullptr;
     }
     auto slot = engine_registry::instance().slot(device);
-    if (!slot) {
-      note_failure(false, fmt::format("phasealloc_malloc: no engine for device {}: {}", device, slot.error()));
-      return nullptr;
-    }
-    const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
-    auto addr = slot.value()->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
-    if (addr) return reinterpret_cast<void*>(addr.value());
-    note_engine_failure(addr.error(), size, device);
+    if (slot) return slot.value();
+    note_failure(false, fmt::format("phasealloc_malloc: no engine for device {}: {}", device, slot.error()));
   } catch (const std::exception& e) {
     note_exception(size, device, e.what());
   } catch (...) {
@@ -98,7 +93,10 @@ allocation_failure& last_failure() {
 void* allocate(ssize_t size, int device, void* stream) noexcept {
   try {
     device_slot* s = size >= 0 ? engine_registry::instance().existing(device) : nullptr;  // lock-free
-    if (s == nullptr) [[unlikely]] return allocate_first(size, device, stream);
+    if (s == nullptr) [[unlikely]] {
+      s = first_slot(size, device);
+      if (s == nullptr) return nullptr;
+    }
     const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
     auto addr = s->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
     if (addr) [[likely]] return reinterpret_cast<void*>(addr.value());
