@@ -93,6 +93,33 @@ struct mixed_step {
   return failures;
 }
 
+/// An engine with the policy SPEC on the sim device bench/alloc_patterns.cpp gives the patterns
+/// (80 GiB, 2 MiB pages, virtual memory when a pool is expandable, zero-cost calls, events complete
+/// at once), so the counts here are of the benchmarks' configuration; nullptr after saying why.
+struct sim_engine {
+  std::unique_ptr<phasealloc::policy> pol;
+  std::unique_ptr<phasealloc::sim_device> dev;
+  std::unique_ptr<engine> eng;
+};
+
+std::unique_ptr<sim_engine> make_sim_engine(const std::string& spec) {
+  auto pol = phasealloc::make_policy(spec);
+  if (!pol) {
+    std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
+    return nullptr;
+  }
+  auto out = std::make_unique<sim_engine>();
+  out->pol = std::move(pol).value();
+  phasealloc::sim_config config;
+  config.capacity_bytes = std::size_t{80} << 30;
+  config.granularity_bytes = std::size_t{2} << 20;
+  for (const phasealloc::pool_traits& p : out->pol->pools()) config.virtual_memory = config.virtual_memory || p.expandable;
+  config.events_complete_immediately = true;
+  out->dev = std::make_unique<phasealloc::sim_device>(config);
+  out->eng = std::make_unique<engine>(*out->dev, *out->pol);
+  return out;
+}
+
 int usage() {
   std::fprintf(stderr, "usage: hot_path_pairs engine|capi|glibc SPEC BYTES N\n       hot_path_pairs mixed SPEC MAX N\n");
   return 2;
@@ -108,18 +135,9 @@ int main(int argc, char** argv) {
   const auto n = static_cast<std::size_t>(std::strtoull(argv[4], nullptr, 10));
   std::size_t failures = 0;
   if (mode == "mixed") {
-    auto pol = phasealloc::make_policy(spec);
-    if (!pol) {
-      std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
-      return 1;
-    }
-    bool virtual_memory = false;
-    for (const phasealloc::pool_traits& p : pol.value()->pools()) virtual_memory = virtual_memory || p.expandable;
-    phasealloc::sim_config config;
-    config.capacity_bytes = std::size_t{80} << 30;
-    config.virtual_memory = virtual_memory;
-    phasealloc::sim_device dev(config);
-    engine eng(dev, *pol.value());
+    const auto sim = make_sim_engine(spec);
+    if (!sim) return 1;
+    engine& eng = *sim->eng;
     std::mt19937_64 rng(42);
     std::uniform_real_distribution<double> log_size(std::log(512.0), std::log(static_cast<double>(bytes)));
     std::vector<std::pair<std::uintptr_t, std::size_t>> ring(256);
@@ -131,22 +149,10 @@ int main(int argc, char** argv) {
     for (mixed_step& s : steps) s = {static_cast<std::size_t>(rng() % ring.size()), static_cast<std::size_t>(std::exp(log_size(rng)))};
     failures += run_pairs_mixed(eng, ring, steps);
   } else if (mode == "engine") {
-    auto pol = phasealloc::make_policy(spec);
-    if (!pol) {
-      std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
-      return 1;
-    }
-    bool virtual_memory = false;
-    for (const phasealloc::pool_traits& p : pol.value()->pools()) virtual_memory = virtual_memory || p.expandable;
-    phasealloc::sim_config config;  // as bench/alloc_patterns.cpp: 80 GiB, 2 MiB pages, zero cost
-    config.capacity_bytes = std::size_t{80} << 30;
-    config.granularity_bytes = std::size_t{2} << 20;
-    config.virtual_memory = virtual_memory;
-    config.events_complete_immediately = true;
-    phasealloc::sim_device dev(config);
-    engine eng(dev, *pol.value());
-    failures += run_pairs_engine(eng, bytes, 1);  // warm: the first pair grows
-    failures += run_pairs_engine(eng, bytes, n);
+    const auto sim = make_sim_engine(spec);
+    if (!sim) return 1;
+    failures += run_pairs_engine(*sim->eng, bytes, 1);  // warm: the first pair grows
+    failures += run_pairs_engine(*sim->eng, bytes, n);
   } else if (mode == "capi") {
     const std::string conf = "device:sim,policy:[" + spec + "]";
     if (phasealloc_configure(conf.c_str()) != 0) {
