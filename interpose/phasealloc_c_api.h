@@ -58,7 +58,7 @@ PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* s
  * set_memory_fraction_fn / set_record_stream_fn). */
 PHASEALLOC_API void phasealloc_init(int device_count);             /* CUDA lazy init: reads the configuration */
 PHASEALLOC_API void phasealloc_reset(void);                        /* torch.cuda.empty_cache(): every engine */
-PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device); /* limit on reserved bytes */
+PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device); /* limit on reserved bytes; [0, 1] */
 PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream);      /* Tensor.record_stream */
 
 /* --- tools and tests ---------------------------------------------------------------------------- */
@@ -96,6 +96,9 @@ PHASEALLOC_API const char* phasealloc_current_phase(void);   /* "unphased" befor
  * NULL on error. */
 PHASEALLOC_API const char* phasealloc_stats_json(int device);
 PHASEALLOC_API int phasealloc_reset_peak_stats(int device);        /* -1: every device */
+/* The engine's limit on reserved bytes, in bytes: 0 = none, 1 = nothing fits. The c10 bridge sets it
+ * to a per-process memory fraction's cap less what PyTorch's own allocator holds. 0 or -1 (last error). */
+PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes);
 PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every device */
 
 /* JSON array of segment objects in the shape of torch.cuda.memory_snapshot(): device, address,

@@ -150,12 +150,4 @@ std::size_t engine_largest_free_block(c10::DeviceIndex device) {
   return largest;
 }
 
-double engine_memory_fraction(c10::DeviceIndex device) {
-  const nlohmann::json j = call_json(phasealloc_stats_json(device), "stats");
-  const nlohmann::json& info = j.at("phasealloc");
-  const double limit = static_cast<double>(number(info, "limit_bytes"));
-  const double capacity = static_cast<double>(number(info, "capacity_bytes"));
-  return limit > 0 && capacity > 0 ? limit / capacity : 1.0;
-}
-
 }  // namespace phasealloc::c10_bridge

@@ -31,7 +31,4 @@ std::vector<c10::CachingDeviceAllocator::SegmentInfo> engine_segments();
 /// The largest free cached block of `device`'s engine (0 when none).
 std::size_t engine_largest_free_block(c10::DeviceIndex device);
 
-/// The engine's limit on reserved bytes as a fraction of the device (1.0 when unlimited).
-double engine_memory_fraction(c10::DeviceIndex device);
-
 }  // namespace phasealloc::c10_bridge

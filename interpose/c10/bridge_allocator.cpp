@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -38,13 +39,26 @@ void raw_delete_fn(void* ptr) {
   if (bridge_allocator* bridge = g_bridge.load(std::memory_order_acquire)) bridge->raw_delete(ptr);
 }
 
+// PyTorch's graph code recognises a private pool's storages by the allocator's raw_deleter():
+// cudagraph trees free a path's outputs with _free_And_Remove_DeleterFn (which swaps exactly that
+// deleter out, then calls raw_delete) and assert it on the storages a checkpoint restores. A block
+// native hands out under the bridge therefore carries the bridge's raw deleter, which frees it
+// through raw_delete (native, found by address). Native's DataPtr context is the pointer itself.
+c10::DataPtr with_raw_deleter(c10::DataPtr data, c10::DeleterFnPtr native_deleter) {
+  void* ptr = data.get();
+  if (ptr == nullptr || data.get_deleter() != native_deleter || data.get_context() != ptr) return data;
+  const c10::Device where = data.device();
+  (void)data.release_context();
+  return {ptr, ptr, &raw_delete_fn, where};
+}
+
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
 bool is_out_of_memory(const std::string& message) { return message.rfind("CUDA out of memory", 0) == 0; }
 
 }  // namespace
 
-bridge_allocator::bridge_allocator(cca::CUDAAllocator* native) : native_(native) {
+bridge_allocator::bridge_allocator(cca::CUDAAllocator* native) : native_(native), cap_(native) {
   TORCH_INTERNAL_ASSERT(native_ != nullptr, "phasealloc: no native CUDA allocator to keep");
   g_bridge.store(this, std::memory_order_release);
 }
@@ -67,13 +81,21 @@ void bridge_allocator::free_engine_block(void* ptr, int device) {
 void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream) {
   TORCH_CHECK(device >= 0 && device < max_devices, "phasealloc: device ", static_cast<int>(device),
               " is beyond the ", max_devices, " GPUs phasealloc handles");
-  void* ptr = nullptr;
-  {
+  if (cap_.stale(device)) cap_.refresh_engine(device);
+  const auto try_malloc = [&] {
     memory_history::pending_guard pending(history_.gather_for_alloc());
-    ptr = phasealloc_try_malloc(static_cast<ssize_t>(bytes), device, stream);
-  }
+    return phasealloc_try_malloc(static_cast<ssize_t>(bytes), device, stream);
+  };
+  void* ptr = try_malloc();
   if (ptr != nullptr) return ptr;
-  const std::string message = phasealloc_last_error();
+  std::string message = phasealloc_last_error();
+  // Out of memory while PyTorch's allocator caches free blocks (graph pools, MemPools): PyTorch
+  // frees its cache before it gives up, so the bridge frees native's too, and tries once more.
+  if (is_out_of_memory(message) && release_native_cache(device)) {
+    ptr = try_malloc();
+    if (ptr != nullptr) return ptr;
+    message = phasealloc_last_error();
+  }
   if (is_out_of_memory(message)) {
     report_oom(device, bytes, stream, message);
     C10_THROW_ERROR(OutOfMemoryError, message);
@@ -99,12 +121,33 @@ void bridge_allocator::report_oom(c10::DeviceIndex device, std::size_t bytes, cu
   for (const auto& observer : observers) observer(device, allocated, total_bytes, free_bytes);
 }
 
+bool bridge_allocator::release_native_cache(c10::DeviceIndex device) {
+  if (!native_->initialized() || routes_.any()) return false;
+  const auto stats = native_->getDeviceStats(device);
+  if (stats.reserved_bytes[0].current <= stats.allocated_bytes[0].current) return false;
+  native_->emptyCache({0, 0});
+  cap_.after_native(device);
+  return true;
+}
+
+c10::DataPtr bridge_allocator::native_pool_allocate(std::size_t bytes, c10::DeviceIndex device) {
+  cap_.before_native(device);
+  try {
+    c10::DataPtr data = with_raw_deleter(native_->allocate(bytes), native_->raw_deleter());
+    cap_.after_native(device);
+    return data;
+  } catch (...) {
+    cap_.after_native(device);
+    throw;
+  }
+}
+
 c10::DataPtr bridge_allocator::allocate(std::size_t bytes) {
   const c10::DeviceIndex device = c10::cuda::current_device();
   const c10::Device where(c10::DeviceType::CUDA, device);
   if (bytes == 0) return {nullptr, where};
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  if (!isEnabled() || routes_.routed(device, stream)) return native_->allocate(bytes);
+  if (!isEnabled() || routes_.routed(device, stream)) return native_pool_allocate(bytes, device);
   void* ptr = engine_malloc(bytes, device, stream);
   return {ptr, ptr, k_deleters[static_cast<std::size_t>(device)], where};
 }
@@ -124,7 +167,19 @@ void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t st
   if (bytes == 0) return nullptr;
   const c10::DeviceIndex device = c10::cuda::current_device();
   const bool to_native = !isEnabled() || routes_.routed(device, stream);
-  void* ptr = to_native ? native_->raw_alloc_with_stream(bytes, stream) : engine_malloc(bytes, device, stream);
+  void* ptr = nullptr;
+  if (to_native) {
+    cap_.before_native(device);
+    try {
+      ptr = native_->raw_alloc_with_stream(bytes, stream);
+    } catch (...) {
+      cap_.after_native(device);
+      throw;
+    }
+    cap_.after_native(device);
+  } else {
+    ptr = engine_malloc(bytes, device, stream);
+  }
   try {
     std::lock_guard lock(raw_mutex_);
     raw_owner_[ptr] = to_native ? -1 : device;
@@ -155,6 +210,10 @@ void bridge_allocator::raw_delete(void* ptr) {
 void bridge_allocator::init(int device_count) {
   native_->init(device_count);
   phasealloc_init(device_count);
+  // PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction caps phasealloc's memory too.
+  if (const double fraction = cca::CUDAAllocatorConfig::per_process_memory_fraction(); fraction < 1.0) {
+    cap_.set_all(fraction);
+  }
   device_count_.store(device_count, std::memory_order_relaxed);
   initialized_.store(true, std::memory_order_release);
 }
@@ -162,21 +221,28 @@ void bridge_allocator::init(int device_count) {
 void bridge_allocator::emptyCache(c10::MempoolId_t pool) {
   if (is_default_pool(pool)) phasealloc_reset();
   native_->emptyCache(pool);
+  for (int d = 0; d < device_count_.load(std::memory_order_relaxed); ++d) cap_.after_native(static_cast<c10::DeviceIndex>(d));
 }
 
 void bridge_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
-  if (owns(data)) {
+  if (owns(data) || (data.get_deleter() == &raw_delete_fn && phasealloc_owner_device(data.get()) >= 0)) {
     phasealloc_record_stream(data.get(), stream.stream());
+  } else if (data.get_deleter() == &raw_delete_fn && data.get() != nullptr) {
+    // A native block under the bridge's raw deleter: native recognises its own blocks by its own
+    // deleter, so it is shown one that borrows the pointer (and never frees it).
+    c10::DataPtr borrowed(data.get(), data.get(), native_->raw_deleter(), data.device());
+    native_->recordStream(borrowed, stream);
+    (void)borrowed.release_context();
   } else {
     native_->recordStream(data, stream);
   }
 }
 
-double bridge_allocator::getMemoryFraction(c10::DeviceIndex device) { return engine_memory_fraction(device); }
+double bridge_allocator::getMemoryFraction(c10::DeviceIndex device) { return cap_.fraction(device); }
 
 void bridge_allocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
-  phasealloc_memory_fraction(fraction, device);
-  native_->setMemoryFraction(fraction, device);
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid fraction: ", fraction, ". Please set within [0, 1].");
+  cap_.set(device, fraction);
 }
 
 std::vector<cca::StreamSegmentSize> bridge_allocator::getExpandableSegmentSizes(c10::DeviceIndex device) {
@@ -285,6 +351,17 @@ void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self
 }
 
 // --- pools, IPC, peers ---------------------------------------------------------------------------------
+
+cca::CheckpointDelta bridge_allocator::setCheckpointPoolState(c10::DeviceIndex device,
+                                                              std::shared_ptr<cca::AllocatorState> state) {
+  cca::CheckpointDelta delta = native_->setCheckpointPoolState(device, std::move(state));
+  for (auto& data : delta.dataptrs_allocd) data = with_raw_deleter(std::move(data), native_->raw_deleter());
+  return delta;
+}
+
+c10::DataPtr bridge_allocator::allocateWithAddress(std::size_t size, void* addr) {
+  return with_raw_deleter(native_->allocateWithAddress(size, addr), native_->raw_deleter());
+}
 
 void bridge_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
                                            std::function<bool(cudaStream_t)> filter) {

@@ -34,6 +34,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include "memory_cap.hpp"
 #include "memory_history.hpp"
 #include "pool_routes.hpp"
 
@@ -118,13 +119,10 @@ class bridge_allocator final : public cca::CUDAAllocator {
   std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device, c10::MempoolId_t pool) override {
     return native_->getCheckpointState(device, pool);
   }
+  /// Native's, with the blocks it hands back under the bridge's raw deleter (with_raw_deleter).
   cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
-                                              std::shared_ptr<cca::AllocatorState> state) override {
-    return native_->setCheckpointPoolState(device, std::move(state));
-  }
-  c10::DataPtr allocateWithAddress(std::size_t size, void* addr) override {
-    return native_->allocateWithAddress(size, addr);
-  }
+                                              std::shared_ptr<cca::AllocatorState> state) override;
+  c10::DataPtr allocateWithAddress(std::size_t size, void* addr) override;
 
   // CUDAAllocator: IPC and peers
   cca::ShareableHandle shareIpcHandle(void* ptr) override;
@@ -143,9 +141,15 @@ class bridge_allocator final : public cca::CUDAAllocator {
  private:
   void* engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream);
   void report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream, const std::string& message);
+  /// Frees native's cached free blocks (private pools included) so the engine can grow into them;
+  /// false when nothing could be freed or a capture is under way (PyTorch frees nothing then).
+  bool release_native_cache(c10::DeviceIndex device);
+  /// A routed allocation, in native's pool, within the memory cap.
+  c10::DataPtr native_pool_allocate(std::size_t bytes, c10::DeviceIndex device);
 
   cca::CUDAAllocator* native_;  ///< Never null; PyTorch never destroys its native allocator.
   pool_routes routes_;
+  memory_cap cap_;
   memory_history history_;
   std::atomic<bool> initialized_{false};
   std::atomic<bool> enabled_{true};

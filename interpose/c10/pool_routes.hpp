@@ -33,6 +33,8 @@ class pool_routes {
   void end(c10::DeviceIndex device, c10::MempoolId_t pool);
   /// Whether an allocation on (device, stream) goes to a native private pool.
   bool routed(c10::DeviceIndex device, cudaStream_t stream) const;
+  /// Whether any route is active (a capture or a use_mem_pool block is under way somewhere).
+  bool any() const { return count_.load(std::memory_order_relaxed) != 0; }
 
  private:
   struct route {

@@ -49,11 +49,30 @@ allocation_failure& last_failure() {
   }
 }
 
+/// PyTorch's out-of-memory message, word for word where it has a counterpart (tools and frameworks
+/// match on "Tried to allocate X. GPU N has a total capacity of"), then phasealloc's report.
+std::string torch_oom_message(const oom_report& r, ssize_t size, int device) {
+  constexpr std::size_t one_exa_bytes = std::size_t{1} << 60;
+  if (static_cast<std::size_t>(size) >= one_exa_bytes) {
+    return fmt::format("CUDA out of memory. Tried to allocate more than 1EB memory. GPU {}: {}", device,
+                       format_oom_report(r));
+  }
+  std::string out = fmt::format("CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which "
+                                "{} is free. ",
+                                format_bytes(r.requested_bytes), device, format_bytes(r.capacity_bytes),
+                                format_bytes(r.device_free_bytes));
+  if (r.limit_bytes != 0) out += fmt::format("{} allowed; ", format_bytes(r.limit_bytes));
+  out += fmt::format("Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but "
+                     "unallocated. {}",
+                     format_bytes(r.allocated_bytes), format_bytes(r.reserved_unallocated_bytes()),
+                     format_oom_report(r));
+  return out;
+}
+
 [[gnu::cold, gnu::noinline]] void note_engine_failure(const alloc_error& error, ssize_t size, int device) noexcept {
   try {
     const bool out_of_memory = error.code == errc::out_of_memory;
-    note_failure(out_of_memory, out_of_memory ? fmt::format("CUDA out of memory. GPU {}: {}", device,
-                                                            format_oom_report(error.report))
+    note_failure(out_of_memory, out_of_memory ? torch_oom_message(error.report, size, device)
                                               : fmt::format("phasealloc_malloc({}) on device {} failed: {}", size,
                                                             device, to_string(error.code)));
   } catch (...) {
@@ -200,8 +219,9 @@ PHASEALLOC_API void phasealloc_reset(void) {
 
 PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
   try {
-    if (!(fraction > 0.0 && fraction <= 1.0)) {
-      report_error(fmt::format("set_per_process_memory_fraction({}, device {}): the fraction must be in (0, 1]",
+    // PyTorch's range: [0, 1]. 0 leaves nothing to allocate, as in PyTorch's allocator.
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {
+      report_error(fmt::format("set_per_process_memory_fraction({}, device {}): the fraction must be in [0, 1]",
                                fraction, device));
       return;
     }
@@ -212,18 +232,24 @@ PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
     }
     engine& eng = *slot.value()->eng;
     const std::size_t capacity = slot.value()->dev->caps().capacity_bytes;
-    // A fraction too small for one byte of this device is refused: it must not read as "no limit".
+    // A limit of one byte is the engine's "nothing fits" (0 is "no limit"): fraction 0, and a
+    // fraction too small for one byte of this device, which must not read as "no limit".
     auto limit = memory_limit_bytes(fraction, capacity);
-    if (!limit) {
-      report_error(fmt::format("set_per_process_memory_fraction({}, device {}): {}", fraction, device, limit.error()));
-      return;
-    }
-    eng.set_limit_bytes(limit.value());
+    eng.set_limit_bytes(limit ? limit.value() : 1);
   } catch (const std::exception& e) {
     report_error(fmt::format("set_per_process_memory_fraction failed: {}", e.what()));
   } catch (...) {
     report_error("set_per_process_memory_fraction failed: unknown exception");
   }
+}
+
+PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {
+  return as_status("phasealloc_set_limit_bytes", [&] {
+    auto slot = engine_registry::instance().slot(device);
+    if (!slot) return fmt::format("device {}: {}", device, slot.error());
+    slot.value()->eng->set_limit_bytes(limit_bytes);
+    return std::string();
+  });
 }
 
 PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream) {
