@@ -146,14 +146,23 @@ def test_try_malloc_out_of_memory_returns_null_and_the_per_phase_report(lib):
     assert error.startswith("CUDA out of memory.")
     assert "Tried to allocate 1.00 GiB" in error
     assert "phase 'oom_phase'" in error
-    assert "Per phase" in error and "GPU %d: phasealloc: out of memory" % device in error
+    assert "Per phase" in error and "phasealloc: out of memory" in error
+    # PyTorch's wording, which tools and frameworks match on.
+    assert "Tried to allocate 1.00 GiB. GPU %d has a total capacity of 64.00 GiB of which" % device in error
+    assert "is reserved by PyTorch but unallocated." in error
     s = stats_of(lib, device)
     assert s["num_ooms"] == 1
     assert {p["name"]: p for p in s["phases"]}["oom_phase"]["num_ooms"] == 1
     lib.phasealloc_free(small, 8 * MIB, device, None)
 
     lib.phasealloc_memory_fraction(1.5, device)
-    assert "must be in (0, 1]" in last_error(lib)
+    assert "must be in [0, 1]" in last_error(lib)
+    lib.phasealloc_memory_fraction(0.0, device)  # PyTorch accepts 0: nothing fits
+    assert stats_of(lib, device)["phasealloc"]["limit_bytes"] == 1
+    assert lib.phasealloc_try_malloc(512, device, None) is None
+    assert "CUDA out of memory." in last_error(lib)
+    assert lib.phasealloc_set_limit_bytes(device, 3 * MIB) == 0
+    assert stats_of(lib, device)["phasealloc"]["limit_bytes"] == 3 * MIB
     lib.phasealloc_memory_fraction(1.0, device)  # no limit
     assert stats_of(lib, device)["phasealloc"]["limit_bytes"] == 0
 

@@ -52,6 +52,7 @@ def _declare(lib):
         "phasealloc_current_phase": (c_char_p, []),
         "phasealloc_stats_json": (c_char_p, [c_int]),
         "phasealloc_reset_peak_stats": (c_int, [c_int]),
+        "phasealloc_set_limit_bytes": (c_int, [c_int, c_size_t]),
         "phasealloc_reset_accumulated_stats": (c_int, [c_int]),
         "phasealloc_snapshot_json": (c_char_p, [c_int]),
         "phasealloc_trace_start": (c_int, [c_char_p]),
