@@ -105,10 +105,13 @@ def child_env(conf, bridge="auto"):
     return env
 
 
-def run_scenario(test_file, scenario, conf, bridge="auto"):
-    out = subprocess.run(launcher() + ["--", sys.executable, os.path.abspath(test_file), scenario],
-                         env=child_env(conf, bridge),
-                         capture_output=True, text=True, timeout=600)
+def run_scenario(test_file, scenario, conf, bridge="auto", native=False, env=None):
+    """native: PyTorch's own allocator (phasealloc-run --native); env: variables added for the child."""
+    child = child_env(conf, bridge)
+    child.update(env or {})
+    out = subprocess.run(launcher() + (["--native"] if native else []) + ["--", sys.executable,
+                                                                          os.path.abspath(test_file), scenario],
+                         env=child, capture_output=True, text=True, timeout=600)
     print(out.stdout)
     print(out.stderr, file=sys.stderr)
     assert out.returncode == 0 and "SCENARIO OK" in out.stdout, (

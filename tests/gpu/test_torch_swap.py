@@ -294,6 +294,8 @@ if pytest is not None and __name__ != "__main__":
         assert out.stdout.strip() == "pluggable", out.stdout
         said = [l for l in out.stderr.splitlines() if "c10 bridge unavailable" in l]
         assert len(said) == 1 and "/nonexistent/libphasealloc_c10.so not found" in said[0], out.stderr
+        assert "MemPool, CUDA graph capture and CUDA IPC export are refused" in said[0], said[0]  # the consequence
+        assert "pip install --force-reinstall --no-deps" in said[0], said[0]  # and the fix
         env["PHASEALLOC_BRIDGE"] = "c10"  # asked for the bridge: not enabled, and it says why
         out = subprocess.run(launcher() + ["--", sys.executable, "-c", code], env=env, capture_output=True, text=True,
                              timeout=300)

@@ -2,6 +2,8 @@
 installed phasealloc-run runs a job on the simulated GPU with phasealloc as the allocator, and out
 of memory is torch.cuda.OutOfMemoryError (the c10 companion was built against this torch)."""
 
+import glob
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +33,12 @@ def installed_launcher():
     if os.environ.get("PHASEALLOC_REQUIRE_PIP_INSTALL") == "1":
         pytest.fail("PHASEALLOC_REQUIRE_PIP_INSTALL=1 but %s does not exist (pip install . failed?)" % path)
     pytest.skip("phasealloc is not pip-installed in this interpreter (tools/dev.sh test installs it)")
+
+
+def user_env(bin_dir):
+    """A user's environment: none of the source tree's variables."""
+    return {"PATH": bin_dir + os.pathsep + os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/"), "SIMCUDA_GPU": "quiet:1"}
 
 
 def test_the_pip_installed_launcher_runs_a_job_on_the_simulated_gpu(tmp_path):
@@ -98,3 +106,74 @@ def test_the_readme_use_it_commands_run_as_written(tmp_path):
         ranks = 2 if "--nproc-per-node 2" in command else 1
         assert tables == ranks, "%s: %d phase tables in\n%s" % (command, tables, out.stdout[-3000:])
         assert "step 2:" in out.stdout, out.stdout[-3000:]
+
+
+def test_the_installed_cli_never_uses_the_clone_it_was_built_from(tmp_path):
+    """pip install from this checkout (kept in place), then the installed `phasealloc dryrun` and
+    `phasealloc replay --engine torch`, run from elsewhere: the job imports the installed package
+    (with its libraries), not the clone's interpose/python, which has none."""
+    installed_launcher()
+    cli = os.path.join(os.path.dirname(sys.executable), "phasealloc")
+    assert os.path.exists(cli), cli
+    traces = tmp_path / "traces"
+    job = ("import torch, phasealloc\n"
+           "assert phasealloc.__file__.startswith(%r), phasealloc.__file__\n"
+           "xs = [torch.empty(n << 20, dtype=torch.uint8, device='cuda') for n in (1, 3, 8, 20)]\n"
+           "del xs[1]\n"
+           "ys = [torch.empty(5 << 20, dtype=torch.uint8, device='cuda') for _ in range(3)]\n") % sys.prefix
+    out = subprocess.run([cli, "dryrun", "--gpu", "1GiB", "--json", "-q", "--html", "", "--trace-dir", str(traces),
+                          "--", "python", "-c", job], env=user_env(os.path.dirname(sys.executable)),
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "not enabled" not in out.stderr, out.stderr
+    assert "nothing to replay" not in out.stdout + out.stderr
+    recorded = glob.glob(str(traces / "*.patrace"))
+    assert len(recorded) == 1, recorded
+    out = subprocess.run([cli, "replay", recorded[0], "--engine", "torch", "-p", "pytorch", "--json", "-q"],
+                         env=dict(user_env(os.path.dirname(sys.executable)), PHASEALLOC_PYTHON=sys.executable),
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["results"][0]["peak_allocated_bytes"] >= (1 + 8 + 20 + 15) << 20, result["results"][0]
+
+
+def test_no_path_of_the_source_tree_is_baked_into_an_installed_file():
+    installed_launcher()
+    root = os.path.realpath(sim_harness.REPO).encode()
+    import phasealloc
+    package = os.path.dirname(phasealloc.__file__)
+    bin_dir = os.path.dirname(sys.executable)
+    files = [os.path.join(bin_dir, name) for name in ("phasealloc", "phasealloc-run")]
+    files += [os.path.join(d, f) for d, _, names in os.walk(package) for f in names if ".so" in f]
+    assert len(files) >= 5, files
+    for path in files:
+        with open(path, "rb") as f:
+            assert root not in f.read(), "%s contains the source tree's path %s" % (path, root.decode())
+
+
+def test_an_isolated_pip_wheel_has_the_bridge_and_works_where_it_is_installed(tmp_path):
+    """`pip wheel .` with build isolation (what `pip install .` and `pip install git+...` do):
+    the build finds this interpreter's torch outside its isolated environment, so the wheel has
+    the c10 bridge and the OOM companion; installed elsewhere, it swaps in and raises
+    torch.cuda.OutOfMemoryError."""
+    if os.environ.get("PHASEALLOC_REQUIRE_PIP_INSTALL") != "1":
+        pytest.skip("builds phasealloc once more (minutes): run by tools/dev.sh test")
+    wheels = tmp_path / "wheels"
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+                            "--config-settings=build-dir=" + str(tmp_path / "build"), sim_harness.REPO],
+                           capture_output=True, text=True, timeout=3000)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
+    wheel = glob.glob(str(wheels / "phasealloc-*.whl"))
+    assert len(wheel) == 1, wheel
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel[0]],
+                   check=True, capture_output=True, timeout=600)
+    for name in ("libphasealloc_torch.so", "libphasealloc_c10.so", "libphasealloc_torch_oom.so"):
+        assert (site / "phasealloc" / name).exists(), name
+    launcher = site / "bin" / "phasealloc-run"
+    code = "PREFIX = %r\n" % str(site) + JOB
+    out = subprocess.run([str(launcher), "--sim-gpu", "--", "python", "-c", code], env=user_env(str(site / "bin")),
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = [l for l in out.stdout.splitlines() if l.startswith("RESULT")]
+    assert result == ["RESULT phasealloc OutOfMemoryError True"], out.stdout + out.stderr

@@ -96,7 +96,9 @@ def enable(conf=None, detect_phases=True, library=None):
                 raise PhaseallocError("phasealloc: PHASEALLOC_BRIDGE=c10 but the c10 bridge is unavailable: %s" % exc)
             warnings.warn(
                 "phasealloc: c10 bridge unavailable (%s); using CUDAPluggableAllocator: torch.cuda.MemPool, CUDA "
-                "graph capture and CUDA IPC export are refused in this process (see phasealloc._limits)" % exc,
+                "graph capture and CUDA IPC export are refused in this process (see phasealloc._limits)%s. To fix, "
+                "reinstall phasealloc into this interpreter after torch: pip install --force-reinstall --no-deps "
+                "<phasealloc source>" % (exc, _companion_consequence()),
                 RuntimeWarning, stacklevel=2)
     if _bridge.active():
         _enabled = True
@@ -126,6 +128,16 @@ def enable(conf=None, detect_phases=True, library=None):
         _phase_detect.install()
     atexit.register(_flush_traces)
     return True
+
+
+def _companion_consequence():
+    """What the pluggable path loses when the OOM companion library is missing too ("" when present)."""
+    from . import _library
+
+    companion = os.path.join(os.path.dirname(_library.library_path()), "libphasealloc_torch_oom.so")
+    if os.path.exists(companion):
+        return ""
+    return ", and out of memory raises RuntimeError, not torch.cuda.OutOfMemoryError"
 
 
 def _flush_traces():

@@ -1,0 +1,218 @@
+"""The c10 bridge against PyTorch's own allocator: each scenario runs twice, under PyTorch's
+native allocator and under phasealloc (the c10 bridge), and asserts what PyTorch does. A
+scenario that passes natively and fails under phasealloc is a difference to fix.
+
+Run like the other GPU tests (tests/gpu/test_torch_swap.py); on the simulated GPU without a GPU.
+Contents are never read through kernels (the simulated GPU skips them); copies are real.
+"""
+
+import os
+import sys
+
+from gpu_harness import bridge_built, child_main, run_scenario, scenarios, skip_reason
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+def phasealloc_active(torch):
+    return torch.cuda.memory.get_allocator_backend() == "phasealloc"
+
+
+# --- CUDA graphs and cudagraph trees --------------------------------------------------------------
+
+
+def scenario_graph_pool_storages_have_the_standard_deleter(torch, phasealloc):
+    """cudagraph trees free a path's outputs with _free_And_Remove_DeleterFn, which requires the
+    allocator's raw_deleter() on the storage ("Expected standard deleter" otherwise)."""
+    n = 1 << 20
+    static_in = torch.zeros(n, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        out = torch.empty(n, device="cuda")
+        out.copy_(static_in)
+    storage = out.untyped_storage()
+    assert torch._C._has_Standard_Deleter(storage._cdata)
+    before = torch.cuda.memory_allocated()
+    torch._C._free_And_Remove_DeleterFn(storage._cdata)  # frees the block, leaves the storage dangling
+    assert before - torch.cuda.memory_allocated() == 4 * n
+    del out, storage
+    g.reset()
+
+
+def scenario_record_stream_on_a_pool_block(torch, phasealloc):
+    """A private pool's block under the bridge's deleter still reaches native's record_stream: once
+    freed, it is not handed out again until the side stream's work is done (SIMCUDA_GPU=events:sync
+    on the simulated GPU: events complete at a synchronize)."""
+    pool = torch.cuda.MemPool()
+    side = torch.cuda.Stream()
+    with torch.cuda.use_mem_pool(pool):
+        a = torch.empty(8 * MIB, dtype=torch.uint8, device="cuda")
+        with torch.cuda.stream(side):
+            a.fill_(1)  # work of the side stream on the block
+        a.record_stream(side)
+        address = a.data_ptr()
+        del a
+        b = torch.empty(8 * MIB, dtype=torch.uint8, device="cuda")
+        assert b.data_ptr() != address, "a block in use by another stream was handed out again"
+        torch.cuda.synchronize()
+        del b
+    del pool
+
+
+def scenario_compiled_cudagraphs_training_keeps_outputs_alive(torch, phasealloc):
+    """torch.compile(backend="cudagraphs") trained with SGD, an earlier step's output still alive
+    when the next generation starts (cudagraph trees free the old path's storages)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 8)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = torch.compile(model, backend="cudagraphs")
+    calls = []
+    original = torch._C._free_And_Remove_DeleterFn
+
+    def counting(storage):
+        calls.append(1)
+        return original(storage)
+
+    torch._C._free_And_Remove_DeleterFn = counting
+    previous = None
+    for _ in range(6):
+        torch.compiler.cudagraph_mark_step_begin()
+        out = step(torch.randn(32, 64, device="cuda"))
+        out.float().sum().backward()
+        opt.step()
+        opt.zero_grad()
+        previous = out  # alive across the next step
+    del previous
+    torch._C._free_And_Remove_DeleterFn = original
+    print("free_And_Remove_DeleterFn calls:", len(calls))
+
+
+# --- the per-process memory fraction --------------------------------------------------------------
+
+
+def scenario_memory_fraction_zero_is_accepted_and_read_back(torch, phasealloc):
+    torch.cuda.set_per_process_memory_fraction(0.0)
+    assert torch.cuda.get_per_process_memory_fraction(0) == 0.0
+    try:
+        torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")  # more than any cached block
+    except torch.cuda.OutOfMemoryError:
+        pass
+    else:
+        raise AssertionError("an allocation succeeded under a memory fraction of 0")
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    assert torch.cuda.get_per_process_memory_fraction(0) == 1.0
+    x = torch.empty(1024, device="cuda")
+    del x
+
+
+def scenario_memory_fraction_from_the_environment_caps_the_process(torch, phasealloc):
+    """PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.5 (set by the test)."""
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "per_process_memory_fraction:0.5"
+    total = torch.cuda.get_device_properties(0).total_memory
+    assert torch.cuda.get_per_process_memory_fraction(0) == 0.5
+    try:
+        torch.empty(int(total * 0.6), dtype=torch.uint8, device="cuda")
+    except torch.cuda.OutOfMemoryError:
+        pass
+    else:
+        raise AssertionError("60% of the device was allocated under a fraction of 0.5")
+    x = torch.empty(int(total * 0.4), dtype=torch.uint8, device="cuda")
+    del x
+
+
+def scenario_memory_fraction_caps_default_and_pool_memory_together(torch, phasealloc):
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    outside = torch.empty(int(total * 0.3), dtype=torch.uint8, device="cuda")
+    pool = torch.cuda.MemPool()
+    try:
+        with torch.cuda.use_mem_pool(pool):
+            torch.empty(int(total * 0.3), dtype=torch.uint8, device="cuda")
+    except torch.cuda.OutOfMemoryError:
+        pass
+    else:
+        raise AssertionError("a pool allocation took the process past its memory fraction")
+    with torch.cuda.use_mem_pool(pool):
+        inside = torch.empty(int(total * 0.1), dtype=torch.uint8, device="cuda")
+    try:
+        torch.empty(int(total * 0.15), dtype=torch.uint8, device="cuda")  # 0.3 + 0.1 + 0.15 > 0.5
+    except torch.cuda.OutOfMemoryError:
+        pass
+    else:
+        raise AssertionError("an allocation outside the pool took the process past its memory fraction")
+    assert torch.cuda.memory_reserved() <= total * 0.5, torch.cuda.memory_reserved()
+    del outside, inside, pool
+
+
+# --- out of memory ----------------------------------------------------------------------------------
+
+
+def scenario_out_of_memory_speaks_pytorchs_words(torch, phasealloc):
+    tensor = torch.zeros(1024, device="cuda")
+    try:
+        torch.empty(1024 * 1024 * 1024 * 800000000, dtype=torch.int8, device="cuda")
+    except torch.cuda.OutOfMemoryError as e:
+        assert "Tried to allocate 800000000.00 GiB. GPU 0 has a total capacity of" in str(e), str(e)
+    else:
+        raise AssertionError("no out-of-memory error")
+    try:
+        torch.empty(1024 * 1024 * 1024 * 8000000000, dtype=torch.int8, device="cuda")
+    except torch.cuda.OutOfMemoryError as e:
+        assert "Tried to allocate more than 1EB memory" in str(e), str(e)
+    else:
+        raise AssertionError("no out-of-memory error")
+    del tensor
+
+
+def scenario_out_of_memory_frees_a_reset_graphs_cache_first(torch, phasealloc):
+    """A reset graph's private pool stays cached by PyTorch's allocator, which frees it before it
+    reports out of memory; so must the bridge, for an allocation phasealloc serves."""
+    total = torch.cuda.get_device_properties(0).total_memory
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        x = torch.empty(int(total * 0.6), dtype=torch.uint8, device="cuda")
+    del x
+    g.reset()  # the pool is released, its segment still cached
+    assert torch.cuda.memory_reserved() >= total * 0.6
+    y = torch.empty(int(total * 0.6), dtype=torch.uint8, device="cuda")
+    del y
+
+
+SCENARIOS = scenarios(globals())
+
+ENVIRONMENT = {
+    "memory_fraction_from_the_environment_caps_the_process": {"PYTORCH_CUDA_ALLOC_CONF":
+                                                              "per_process_memory_fraction:0.5"},
+    "record_stream_on_a_pool_block": {"SIMCUDA_GPU": "quiet:1,events:sync"},
+}
+
+try:
+    import pytest
+except ImportError:  # the child does not need pytest
+    pytest = None
+
+if pytest is not None and __name__ != "__main__":
+    _REASON = skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+    @pytest.mark.parametrize("allocator", ["native", "phasealloc"])
+    @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+    def test_bridge_matches_pytorch(scenario, allocator):
+        if allocator == "phasealloc" and not bridge_built():
+            pytest.skip("the c10 bridge was not built")
+        env = dict(ENVIRONMENT.get(scenario, {}), PHASEALLOC_TEST_ALLOCATOR=allocator)
+        run_scenario(__file__, scenario, "", "c10", native=allocator == "native", env=env)
+
+
+if __name__ == "__main__":
+    import torch
+
+    expected = os.environ["PHASEALLOC_TEST_ALLOCATOR"]  # a fallback to another allocator fails the test
+    torch.empty(1, device="cuda")
+    backend = torch.cuda.memory.get_allocator_backend()
+    assert backend == expected, "expected %s as the allocator, got %s" % (expected, backend)
+    child_main(SCENARIOS, sys.argv[1])
