@@ -52,6 +52,26 @@ c10::DataPtr with_raw_deleter(c10::DataPtr data, c10::DeleterFnPtr native_delete
   return {ptr, ptr, &raw_delete_fn, where};
 }
 
+// torch.profiler(profile_memory=True): PyTorch's allocator reports every allocation and free to the
+// profiler of the calling thread. The engine's event (on this thread, under its lock) notes the block;
+// the bridge reports it once the call into phasealloc has returned (the books are read then).
+struct profiled_event {
+  bool pending = false;
+  void* ptr = nullptr;
+  int64_t bytes = 0;  ///< Negative for a free.
+  int device = 0;
+};
+thread_local profiled_event t_profiled;
+
+[[gnu::cold, gnu::noinline]] void report_profiled() {
+  const profiled_event e = t_profiled;
+  t_profiled.pending = false;
+  const auto stats = engine_stats(static_cast<c10::DeviceIndex>(e.device));
+  c10::reportMemoryUsageToProfiler(e.ptr, e.bytes, static_cast<std::size_t>(stats.allocated_bytes[0].current),
+                                   static_cast<std::size_t>(stats.reserved_bytes[0].current),
+                                   c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(e.device)));
+}
+
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
 bool is_out_of_memory(const std::string& message) { return message.rfind("CUDA out of memory", 0) == 0; }
@@ -72,8 +92,11 @@ bool bridge_allocator::owns(const c10::DataPtr& data) {
 
 void bridge_allocator::free_engine_block(void* ptr, int device) {
   bridge_allocator* bridge = g_bridge.load(std::memory_order_acquire);
-  memory_history::pending_guard pending(bridge != nullptr ? bridge->history_.gather_for_free() : nullptr);
-  phasealloc_free(ptr, 0, device, nullptr);
+  {
+    memory_history::pending_guard pending(bridge != nullptr ? bridge->history_.gather_for_free() : nullptr);
+    phasealloc_free(ptr, 0, device, nullptr);
+  }
+  if (t_profiled.pending) [[unlikely]] report_profiled();
 }
 
 // --- allocation ------------------------------------------------------------------------------------
@@ -87,13 +110,19 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
     return phasealloc_try_malloc(static_cast<ssize_t>(bytes), device, stream);
   };
   void* ptr = try_malloc();
-  if (ptr != nullptr) return ptr;
+  if (ptr != nullptr) [[likely]] {
+    if (t_profiled.pending) [[unlikely]] report_profiled();
+    return ptr;
+  }
   std::string message = phasealloc_last_error();
   // Out of memory while PyTorch's allocator caches free blocks (graph pools, MemPools): PyTorch
   // frees its cache before it gives up, so the bridge frees native's too, and tries once more.
   if (is_out_of_memory(message) && release_native_cache(device)) {
     ptr = try_malloc();
-    if (ptr != nullptr) return ptr;
+    if (ptr != nullptr) {
+      if (t_profiled.pending) report_profiled();
+      return ptr;
+    }
     message = phasealloc_last_error();
   }
   if (is_out_of_memory(message)) {
@@ -219,7 +248,11 @@ void bridge_allocator::init(int device_count) {
 }
 
 void bridge_allocator::emptyCache(c10::MempoolId_t pool) {
-  if (is_default_pool(pool)) phasealloc_reset();
+  if (is_default_pool(pool)) {
+    // The segments it frees carry the caller's stack under context="all", as PyTorch's do.
+    memory_history::pending_guard pending(history_.gather_for_free());
+    phasealloc_reset();
+  }
   native_->emptyCache(pool);
   for (int d = 0; d < device_count_.load(std::memory_order_relaxed); ++d) cap_.after_native(static_cast<c10::DeviceIndex>(d));
 }
@@ -347,7 +380,36 @@ void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tr
 }
 
 void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self) noexcept {
+  if ((event->action == PHASEALLOC_EVENT_ALLOC || event->action == PHASEALLOC_EVENT_FREE_REQUESTED) &&
+      c10::memoryProfilingEnabled()) [[unlikely]] {
+    const auto bytes = static_cast<int64_t>(event->size);
+    t_profiled = {true, reinterpret_cast<void*>(event->addr),
+                  event->action == PHASEALLOC_EVENT_ALLOC ? bytes : -bytes, event->device};
+  }
   static_cast<bridge_allocator*>(self)->history_.on_event(*event);
+}
+
+void bridge_allocator::pushCompileContext(std::string& md) {
+  history_.push_compile_context(md);
+  native_->pushCompileContext(md);
+}
+
+void bridge_allocator::popCompileContext() {
+  history_.pop_compile_context();
+  native_->popCompileContext();
+}
+
+void bridge_allocator::setUserMetadata(const std::string& metadata) {
+  history_.set_user_metadata(metadata);
+  native_->setUserMetadata(metadata);
+}
+
+void bridge_allocator::annotateMemory(const void* ptr, const std::string& metadata) {
+  if (const int device = phasealloc_owner_device(ptr); device >= 0) {
+    history_.annotate(static_cast<c10::DeviceIndex>(device), reinterpret_cast<std::size_t>(ptr), metadata);
+  } else {
+    native_->annotateMemory(ptr, metadata);
+  }
 }
 
 // --- pools, IPC, peers ---------------------------------------------------------------------------------

@@ -90,6 +90,12 @@ class bridge_allocator final : public cca::CUDAAllocator {
   void recordHistory(bool enabled, cca::CreateContextFn recorder, std::size_t max_entries, cca::RecordContext when,
                      bool clear, const std::vector<std::string>& skip_actions) override;
   void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override;
+  void pushCompileContext(std::string& md) override;
+  void popCompileContext() override;
+  bool supportsUserMetadata() override { return true; }
+  void setUserMetadata(const std::string& metadata) override;
+  std::string getUserMetadata() override { return history_.user_metadata(); }
+  void annotateMemory(const void* ptr, const std::string& metadata) override;
   void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override;
   void attachOomRejectionObserver(cca::OomRejectionObserver observer) override;
   void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override;

@@ -43,11 +43,9 @@ void memory_history::configure(bool enabled, CreateContextFn recorder, std::size
   when_ = when;
   max_entries_ = max_entries;
   skip_ = std::move(skip);
-  if (clear) {
-    rings_.clear();
-    live_contexts_.clear();
-  }
-  if (!enabled) live_contexts_.clear();
+  if (clear || !enabled) rings_.clear();  // as PyTorch's: off, or clear, empties the history
+  if (clear || !enabled) live_contexts_.clear();
+  if (!enabled) compile_contexts_.clear();
   active_.store(enabled_ || !trackers_.empty(), std::memory_order_relaxed);
   gathering_.store(enabled_ && when_ != RecordContext::NEVER, std::memory_order_relaxed);
 }
@@ -79,6 +77,12 @@ context_ptr memory_history::gather_for_free() const {
   return recorder != nullptr ? recorder() : nullptr;
 }
 
+TraceEntry memory_history::make_entry_locked(TraceEntry::Action action, c10::DeviceIndex device, std::size_t addr,
+                                             std::size_t size, void* stream, context_ptr context) const {
+  return TraceEntry(action, device, addr, size, stream, c10::MempoolId_t{0, 0}, c10::getApproximateTime(),
+                    std::move(context), compile_contexts_.empty() ? "N/A" : compile_contexts_.back(), user_metadata_);
+}
+
 void memory_history::push_locked(TraceEntry entry) {
   for (const auto& tracker : trackers_) tracker(entry);
   if (!enabled_ || max_entries_ == 0 || skip_[static_cast<std::size_t>(entry.action_)]) return;
@@ -106,8 +110,8 @@ void memory_history::on_event(const phasealloc_event& event) noexcept {
     }
     // STATE keeps stacks for live blocks only, not in the history.
     if (when_ == RecordContext::STATE) context = nullptr;
-    push_locked(TraceEntry(action, static_cast<c10::DeviceIndex>(event.device), event.addr, event.size, event.stream,
-                           c10::MempoolId_t{0, 0}, c10::getApproximateTime(), std::move(context)));
+    push_locked(make_entry_locked(action, static_cast<c10::DeviceIndex>(event.device), event.addr, event.size,
+                                  event.stream, std::move(context)));
   } catch (...) {
     // Out of host memory: the entry is lost, the allocation is not.
   }
@@ -118,8 +122,36 @@ void memory_history::on_oom(c10::DeviceIndex device, std::size_t free_bytes, std
   if (!active_.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(mutex_);
   if (!enabled_ && trackers_.empty()) return;
-  push_locked(TraceEntry(TraceEntry::OOM, device, free_bytes, requested_bytes, stream, c10::MempoolId_t{0, 0},
-                         c10::getApproximateTime(), when_ == RecordContext::STATE ? nullptr : t_pending));
+  push_locked(make_entry_locked(TraceEntry::OOM, device, free_bytes, requested_bytes, stream,
+                                when_ == RecordContext::STATE ? nullptr : t_pending));
+}
+
+void memory_history::annotate(c10::DeviceIndex device, std::size_t addr, const std::string& metadata) {
+  std::lock_guard lock(mutex_);
+  if (!enabled_ && trackers_.empty()) return;
+  TraceEntry entry = make_entry_locked(TraceEntry::ANNOTATE, device, addr, 0, nullptr, nullptr);
+  entry.user_metadata_ = metadata;
+  push_locked(std::move(entry));
+}
+
+void memory_history::set_user_metadata(const std::string& metadata) {
+  std::lock_guard lock(mutex_);
+  user_metadata_ = metadata;
+}
+
+std::string memory_history::user_metadata() const {
+  std::lock_guard lock(mutex_);
+  return user_metadata_;
+}
+
+void memory_history::push_compile_context(const std::string& context) {
+  std::lock_guard lock(mutex_);
+  if (enabled_) compile_contexts_.push_back(context);  // as PyTorch's: only while recording
+}
+
+void memory_history::pop_compile_context() {
+  std::lock_guard lock(mutex_);
+  if (!compile_contexts_.empty()) compile_contexts_.pop_back();
 }
 
 std::vector<TraceEntry> memory_history::entries(c10::DeviceIndex device) const {

@@ -12,8 +12,11 @@
 //   on that thread through phasealloc_set_event_listener and are stored with it. Entries go to a
 //   ring buffer of alloc_trace_max_entries per device, as PyTorch's does; contexts of live
 //   blocks are kept for the snapshot's per-block frames.
+//   As PyTorch's: turning recording off (or on with clear) empties the rings; every entry carries
+//   the user metadata set at the time (torch.cuda.memory._set_memory_metadata) and the innermost
+//   compile context ("N/A" outside one); _annotate_memory adds an "annotate" entry.
 // Limitations: a free_completed that happens later on another thread carries no context (native
-//   PyTorch does the same). Compile context and user metadata are not recorded.
+//   PyTorch does the same).
 #pragma once
 
 #include <atomic>
@@ -58,6 +61,15 @@ class memory_history {
 
   /// An engine event (from the listener). Never throws.
   void on_event(const phasealloc_event& event) noexcept;
+  /// An annotation of the live allocation at `addr` (_annotate_memory).
+  void annotate(c10::DeviceIndex device, std::size_t addr, const std::string& metadata);
+  /// The user metadata every new entry carries ("" for none).
+  void set_user_metadata(const std::string& metadata);
+  std::string user_metadata() const;
+  /// The compile contexts (torch.compile regions) entries carry, innermost last.
+  void push_compile_context(const std::string& context);
+  void pop_compile_context();
+
   /// An out-of-memory failure: `free_bytes` the device reported, `requested_bytes` the request.
   void on_oom(c10::DeviceIndex device, std::size_t free_bytes, std::size_t requested_bytes, void* stream);
 
@@ -74,6 +86,8 @@ class memory_history {
     std::size_t next = 0;  ///< Where the next entry goes once the ring is full.
   };
   void push_locked(TraceEntry entry);
+  TraceEntry make_entry_locked(TraceEntry::Action action, c10::DeviceIndex device, std::size_t addr, std::size_t size,
+                               void* stream, context_ptr context) const;
 
   /// Whether anything is recorded or tracked: checked without the mutex, so the allocation path
   /// pays one relaxed load while history is off (the common case).
@@ -88,6 +102,8 @@ class memory_history {
   std::unordered_map<c10::DeviceIndex, ring> rings_;
   std::unordered_map<std::size_t, context_ptr> live_contexts_;
   std::vector<c10::CachingDeviceAllocator::AllocatorTraceTracker> trackers_;
+  std::string user_metadata_;
+  std::vector<std::string> compile_contexts_;
   mutable c10::ApproximateClockToUnixTimeConverter clock_;  // makeConverter() is not const
 };
 
