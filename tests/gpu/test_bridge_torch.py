@@ -7,9 +7,11 @@ Contents are never read through kernels (the simulated GPU skips them); copies a
 """
 
 import os
+import subprocess
 import sys
 
-from gpu_harness import bridge_built, child_main, run_scenario, scenarios, skip_reason
+
+from gpu_harness import bridge_built, child_env, child_main, launcher, run_scenario, scenarios, skip_reason
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -305,6 +307,21 @@ if pytest is not None and __name__ != "__main__":
             pytest.skip("the c10 bridge was not built")
         env = dict(ENVIRONMENT.get(scenario, {}), PHASEALLOC_TEST_ALLOCATOR=allocator)
         run_scenario(__file__, scenario, "", "c10", native=allocator == "native", env=env)
+
+
+    def test_an_explicit_pytorch_backend_is_kept():
+        """PYTORCH_ALLOC_CONF=...backend:cudaMallocAsync... set by the job itself: PyTorch's choice wins
+        over PHASEALLOC=1, with a warning that says why phasealloc is not enabled."""
+        code = ("import os\n"
+                "os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:20,backend:cudaMallocAsync'\n"
+                "import torch\n"
+                "torch.cuda.init()\n"
+                "print(torch.cuda.get_allocator_backend())\n")
+        out = subprocess.run(launcher() + ["--", sys.executable, "-c", code], env=child_env("", "c10"),
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "cudaMallocAsync", out.stdout + out.stderr
+        assert "asks for PyTorch's 'cudaMallocAsync' allocator backend" in out.stderr, out.stderr
 
 
 if __name__ == "__main__":

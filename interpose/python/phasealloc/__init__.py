@@ -75,6 +75,13 @@ def enable(conf=None, detect_phases=True, library=None):
     if torch.cuda.is_initialized():
         warnings.warn(CUDA_INITIALIZED_MESSAGE, RuntimeWarning, stacklevel=2)
         return False
+    variable, backend = _requested_backend()
+    if backend not in (None, "native"):
+        # An explicit choice of another PyTorch backend wins over the swap, as the user asked for it.
+        warnings.warn("phasealloc: %s asks for PyTorch's %r allocator backend; this process keeps it and phasealloc "
+                      "is not enabled (remove backend:%s to use phasealloc)" % (variable, backend, backend),
+                      RuntimeWarning, stacklevel=2)
+        return False
     from . import _config, _library, _limits, _torch_api
 
     load(library)
@@ -128,6 +135,20 @@ def enable(conf=None, detect_phases=True, library=None):
         _phase_detect.install()
     atexit.register(_flush_traces)
     return True
+
+
+def _requested_backend():
+    """(variable, backend) when PYTORCH_ALLOC_CONF (read first, as PyTorch does) or
+    PYTORCH_CUDA_ALLOC_CONF names an allocator backend, else (None, None)."""
+    import re
+
+    for variable in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        value = os.environ.get(variable)
+        if value is None:
+            continue
+        match = re.search(r"(?:^|,)\s*backend\s*:\s*([A-Za-z_]+)", value)
+        return (variable, match.group(1)) if match else (None, None)
+    return None, None
 
 
 def _companion_consequence():
