@@ -66,6 +66,10 @@ PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream);      /* T
 /* phasealloc_malloc without the exception: NULL on failure, with phasealloc_last_error() set
  * (for out of memory: the same report phasealloc_malloc throws). */
 PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* stream);
+/* This thread's last failed allocation (phasealloc_malloc or phasealloc_try_malloc): its message,
+ * and *out_of_memory = 1 when it ran out of memory, else 0 (out_of_memory may be NULL). Per thread:
+ * another thread's errors never replace it, unlike phasealloc_last_error(). "" before any failure. */
+PHASEALLOC_API const char* phasealloc_last_malloc_failure(int* out_of_memory);
 
 /* Sets the configuration instead of PHASEALLOC_CONF. Must come before the first call that reads the
  * configuration; afterwards it succeeds only if `conf` equals the configuration in force.

@@ -63,6 +63,9 @@ struct profiled_event {
 };
 thread_local profiled_event t_profiled;
 
+// The engine's out-of-memory message while native tries a use_on_oom pool for the same request.
+thread_local std::string t_oom_message;
+
 [[gnu::cold, gnu::noinline]] void report_profiled() {
   const profiled_event e = t_profiled;
   t_profiled.pending = false;
@@ -74,7 +77,6 @@ thread_local profiled_event t_profiled;
 
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
-bool is_out_of_memory(const std::string& message) { return message.rfind("CUDA out of memory", 0) == 0; }
 
 }  // namespace
 
@@ -114,22 +116,53 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
     if (t_profiled.pending) [[unlikely]] report_profiled();
     return ptr;
   }
-  std::string message = phasealloc_last_error();
+  // This thread's failure (never another thread's last error): whether it is out of memory.
+  int out_of_memory = 0;
+  std::string message = phasealloc_last_malloc_failure(&out_of_memory);
   // Out of memory while PyTorch's allocator caches free blocks (graph pools, MemPools): PyTorch
   // frees its cache before it gives up, so the bridge frees native's too, and tries once more.
-  if (is_out_of_memory(message) && release_native_cache(device)) {
+  if (out_of_memory != 0 && release_native_cache(device)) {
     ptr = try_malloc();
     if (ptr != nullptr) {
       if (t_profiled.pending) report_profiled();
       return ptr;
     }
-    message = phasealloc_last_error();
+    message = phasealloc_last_malloc_failure(&out_of_memory);
   }
-  if (is_out_of_memory(message)) {
-    report_oom(device, bytes, stream, message);
+  TORCH_CHECK(out_of_memory != 0, message);
+  // Native still caches enough free memory, in pools its cache release may not touch: one made
+  // with MemPool(use_on_oom=True) serves ordinary requests once the device is full, as PyTorch's
+  // allocator does for its own requests. The caller asks native, which knows which pools may serve.
+  if (native_may_serve(device, bytes)) {
+    t_oom_message = std::move(message);
+    return nullptr;
+  }
+  report_oom(device, bytes, stream, message);
+  C10_THROW_ERROR(OutOfMemoryError, message);
+}
+
+bool bridge_allocator::native_may_serve(c10::DeviceIndex device, std::size_t bytes) {
+  if (!native_->initialized()) return false;
+  const auto stats = native_->getDeviceStats(device);
+  return stats.reserved_bytes[0].current - stats.allocated_bytes[0].current >= static_cast<int64_t>(bytes);
+}
+
+template <class F>
+auto bridge_allocator::after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call()) {
+  const std::string message = std::move(t_oom_message);
+  cap_.before_native(device);
+  try {
+    auto result = native_call();
+    cap_.after_native(device);
+    return result;
+  } catch (const c10::OutOfMemoryError&) {
+    // Native reported it (its history and the OOM observers); the error says what phasealloc saw.
+    cap_.after_native(device);
     C10_THROW_ERROR(OutOfMemoryError, message);
+  } catch (...) {
+    cap_.after_native(device);
+    throw;
   }
-  TORCH_CHECK(false, message);
 }
 
 void bridge_allocator::report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream,
@@ -178,6 +211,9 @@ c10::DataPtr bridge_allocator::allocate(std::size_t bytes) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   if (!isEnabled() || routes_.routed(device, stream)) return native_pool_allocate(bytes, device);
   void* ptr = engine_malloc(bytes, device, stream);
+  if (ptr == nullptr) [[unlikely]] {
+    return after_oom_from_native(device, [&] { return with_raw_deleter(native_->allocate(bytes), native_->raw_deleter()); });
+  }
   return {ptr, ptr, k_deleters[static_cast<std::size_t>(device)], where};
 }
 
@@ -209,9 +245,14 @@ void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t st
   } else {
     ptr = engine_malloc(bytes, device, stream);
   }
+  bool native_owns = to_native;
+  if (ptr == nullptr) [[unlikely]] {
+    ptr = after_oom_from_native(device, [&] { return native_->raw_alloc_with_stream(bytes, stream); });
+    native_owns = true;
+  }
   try {
     std::lock_guard lock(raw_mutex_);
-    raw_owner_[ptr] = to_native ? -1 : device;
+    raw_owner_[ptr] = native_owns ? -1 : device;
   } catch (...) {
     // Out of host memory for the map: raw_delete still finds the owner by address.
   }

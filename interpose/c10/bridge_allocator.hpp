@@ -147,6 +147,12 @@ class bridge_allocator final : public cca::CUDAAllocator {
  private:
   void* engine_malloc(std::size_t bytes, c10::DeviceIndex device, cudaStream_t stream);
   void report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream, const std::string& message);
+  /// Whether native caches at least `bytes` free on `device` (a MemPool(use_on_oom=True) may serve them).
+  bool native_may_serve(c10::DeviceIndex device, std::size_t bytes);
+  /// `native_call` for a request the engine could not serve (engine_malloc returned nullptr), within
+  /// the memory cap; its out-of-memory error carries the engine's message.
+  template <class F>
+  auto after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call());
   /// Frees native's cached free blocks (private pools included) so the engine can grow into them;
   /// false when nothing could be freed or a capture is under way (PyTorch frees nothing then).
   bool release_native_cache(c10::DeviceIndex device);

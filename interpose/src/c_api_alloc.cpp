@@ -182,6 +182,12 @@ PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* strea
   return nullptr;
 }
 
+PHASEALLOC_API const char* phasealloc_last_malloc_failure(int* out_of_memory) {
+  const allocation_failure& f = last_failure();
+  if (out_of_memory != nullptr) *out_of_memory = f.out_of_memory ? 1 : 0;
+  return f.text.c_str();
+}
+
 PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* /*stream*/) {
   if (ptr == nullptr) return;
   try {

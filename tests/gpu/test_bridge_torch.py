@@ -184,6 +184,40 @@ def scenario_out_of_memory_frees_a_reset_graphs_cache_first(torch, phasealloc):
     del y
 
 
+def scenario_a_use_on_oom_pool_serves_what_the_device_cannot(torch, phasealloc):
+    """MemPool(use_on_oom=True): once the process is out of memory, its free blocks serve ordinary
+    allocations; a pool without it never does."""
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 80 * MIB) / total)
+    try:
+        keep_out = torch.cuda.MemPool()
+        fallback = torch.cuda.MemPool(use_on_oom=True)
+        with torch.cuda.use_mem_pool(keep_out):
+            a = torch.empty(40 * MIB, dtype=torch.uint8, device="cuda")
+        with torch.cuda.use_mem_pool(fallback):
+            b = torch.empty(40 * MIB, dtype=torch.uint8, device="cuda")
+        b_address = b.data_ptr()
+        try:
+            torch.empty(40 * MIB, dtype=torch.uint8, device="cuda")
+        except torch.cuda.OutOfMemoryError:
+            pass
+        else:
+            raise AssertionError("80 MiB allowed, 80 MiB in pools, and 40 MiB more succeeded")
+        del a, b
+        c = torch.empty(30 * MIB, dtype=torch.uint8, device="cuda")  # from the use_on_oom pool
+        assert c.data_ptr() == b_address, (hex(c.data_ptr()), hex(b_address))
+        try:
+            torch.empty(30 * MIB, dtype=torch.uint8, device="cuda")  # the other pool is not used
+        except torch.cuda.OutOfMemoryError:
+            pass
+        else:
+            raise AssertionError("a pool without use_on_oom served an allocation")
+        del c, keep_out, fallback
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+
+
 # --- memory history and the profiler ----------------------------------------------------------------
 
 
