@@ -218,6 +218,18 @@ def scenario_a_use_on_oom_pool_serves_what_the_device_cannot(torch, phasealloc):
         torch.cuda.set_per_process_memory_fraction(1.0)
 
 
+def scenario_the_backend_cannot_change_at_run_time(torch, phasealloc):
+    torch.empty(1, device="cuda")
+    try:
+        torch.cuda.memory._set_allocator_settings("backend:cudaMallocAsync")
+    except RuntimeError as e:
+        if phasealloc_active(torch):
+            assert "cannot change the backend at run time" in str(e), str(e)
+    else:
+        raise AssertionError("the allocator backend changed at run time")
+    torch.cuda.memory._set_allocator_settings("expandable_segments:False")  # other keys are still taken
+
+
 # --- memory history and the profiler ----------------------------------------------------------------
 
 

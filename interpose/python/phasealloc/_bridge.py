@@ -16,6 +16,7 @@ PHASEALLOC_BRIDGE=c10 makes a missing or mismatched bridge an error instead of a
 import ctypes
 import functools
 import os
+import re
 
 BRIDGE_NAME = "libphasealloc_c10.so"
 
@@ -64,6 +65,7 @@ def install(torch, library_path):
         raise BridgeUnavailable(error.decode("utf-8", "replace"))
     _handle = handle
     _wrap_share_cuda(torch, handle)
+    _wrap_allocator_settings(torch)
 
 
 def _wrap_share_cuda(torch, handle):
@@ -84,6 +86,33 @@ def _wrap_share_cuda(torch, handle):
         return original(self, *args, **kwargs)
 
     torch.UntypedStorage._share_cuda_ = _share_cuda_
+
+
+_BACKEND_KEY = re.compile(r"(?:^|,)\s*backend\s*:\s*([A-Za-z_]+)")
+
+
+def _wrap_allocator_settings(torch):
+    """torch.cuda.memory._set_allocator_settings("backend:...") at run time: PyTorch refuses any
+    backend other than the one it started with, with an internal assert ("Allocator backend parsed at
+    runtime != allocator backend parsed at load time, please report a bug"). Under the bridge that
+    backend is phasealloc, so the refusal says so plainly instead."""
+    original = torch.cuda.memory._set_allocator_settings
+
+    @functools.wraps(original)
+    def _set_allocator_settings(env):
+        match = _BACKEND_KEY.search(env)
+        if match and match.group(1) != "phasealloc":
+            backend = match.group(1)
+            how = ("start the process without phasealloc (PHASEALLOC=0)" if backend == "native" else
+                   "set backend:%s in PYTORCH_CUDA_ALLOC_CONF before the process starts (phasealloc then stays "
+                   "out of the way)" % backend)
+            raise RuntimeError(
+                "phasealloc: _set_allocator_settings(%r): this process's CUDA allocator backend is phasealloc, and "
+                "PyTorch cannot change the backend at run time; to use PyTorch's %r backend, %s"
+                % (env, backend, how))
+        return original(env)
+
+    torch.cuda.memory._set_allocator_settings = _set_allocator_settings
 
 
 def active():
