@@ -103,6 +103,11 @@ PHASEALLOC_API int phasealloc_reset_peak_stats(int device);        /* -1: every 
 /* The engine's limit on reserved bytes, in bytes: 0 = none, 1 = nothing fits. The c10 bridge sets it
  * to a per-process memory fraction's cap less what PyTorch's own allocator holds. 0 or -1 (last error). */
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes);
+/* held != 0: a CUDA graph capture (or a private-pool route) is under way on `device`; until it is
+ * let go (held = 0), the device's engine frees nothing and waits on no event: phase-transition
+ * releases, empty_cache and out-of-memory releases are skipped, as PyTorch's allocator skips them
+ * during a capture. Applies to an engine created later too. 0 or -1 (last error). */
+PHASEALLOC_API int phasealloc_hold_device_calls(int device, int held);
 PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every device */
 
 /* JSON array of segment objects in the shape of torch.cuda.memory_snapshot(): device, address,

@@ -115,7 +115,7 @@ void engine_impl::check_or_abort() const {
 // --- allocation --------------------------------------------------------------------------------
 
 result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
-  if (!pending_.empty()) process_events();
+  if (!pending_.empty() && !device_calls_held_) process_events();
   const alloc_request request{bytes, stream, phases_.current(), tag};
   if (bytes > max_request_bytes()) {
     // More than the whole device (a size near 2^64 from a bad trace or caller): no policy can
@@ -576,6 +576,11 @@ result<std::size_t, std::string> memory_limit_bytes(double fraction, std::size_t
                        fraction, capacity_bytes, 1.0 / static_cast<double>(capacity_bytes));
   }
   return static_cast<std::size_t>(limit);
+}
+
+void engine::hold_device_calls(bool held) {
+  std::lock_guard lock(impl_->mutex_);
+  impl_->device_calls_held_ = held;
 }
 
 void engine::set_limit_bytes(std::size_t limit_bytes) {

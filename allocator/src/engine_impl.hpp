@@ -66,6 +66,7 @@ class engine_impl {
   device& device_;
   policy& policy_;
   engine_options options_;
+  bool device_calls_held_ = false;  ///< engine::hold_device_calls
   /// Above this a request is out of memory before any policy sees it: the device's capacity (capped
   /// so that rounding cannot overflow). Fixed at construction: the allocation path reads a member.
   std::size_t max_request_bytes_ = 0;

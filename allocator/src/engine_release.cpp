@@ -120,6 +120,7 @@ std::size_t engine_impl::unmap_block_pages(block* b, std::size_t limit_bytes) {
 }
 
 std::size_t engine_impl::run_step(const release_step& step) {
+  if (device_calls_held_) return 0;  // a capture is under way: nothing is freed or waited on
   if (step.synchronize && !pending_.empty()) {
     synchronize_pending();
     ++stats_.num_sync_all_streams;

@@ -469,11 +469,20 @@ c10::DataPtr bridge_allocator::allocateWithAddress(std::size_t size, void* addr)
 void bridge_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
                                            std::function<bool(cudaStream_t)> filter) {
   native_->beginAllocateToPool(device, pool, filter);
+  // As PyTorch's allocator while any route (capture) is under way: no synchronising frees.
+  std::lock_guard lock(hold_mutex_);
   routes_.begin(device, pool, std::move(filter));
+  TORCH_CHECK(phasealloc_hold_device_calls(device, 1) == 0, "phasealloc: ", phasealloc_last_error());
 }
 
 void bridge_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool) {
-  routes_.end(device, pool);
+  {
+    std::lock_guard lock(hold_mutex_);
+    routes_.end(device, pool);
+    if (routes_.count(device) == 0) {
+      TORCH_CHECK(phasealloc_hold_device_calls(device, 0) == 0, "phasealloc: ", phasealloc_last_error());
+    }
+  }
   native_->endAllocateToPool(device, pool);
 }
 

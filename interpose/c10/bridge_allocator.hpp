@@ -161,6 +161,7 @@ class bridge_allocator final : public cca::CUDAAllocator {
 
   cca::CUDAAllocator* native_;  ///< Never null; PyTorch never destroys its native allocator.
   pool_routes routes_;
+  std::mutex hold_mutex_;  ///< Routes and the engine's hold change together (begin/endAllocateToPool).
   memory_cap cap_;
   memory_history history_;
   std::atomic<bool> initialized_{false};

@@ -25,4 +25,10 @@ bool pool_routes::routed(c10::DeviceIndex device, cudaStream_t stream) const {
                      [&](const route& r) { return r.device == device && (!r.filter || r.filter(stream)); });
 }
 
+std::size_t pool_routes::count(c10::DeviceIndex device) const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+      std::count_if(routes_.begin(), routes_.end(), [&](const route& r) { return r.device == device; }));
+}
+
 }  // namespace phasealloc::c10_bridge

@@ -35,6 +35,8 @@ class pool_routes {
   bool routed(c10::DeviceIndex device, cudaStream_t stream) const;
   /// Whether any route is active (a capture or a use_mem_pool block is under way somewhere).
   bool any() const { return count_.load(std::memory_order_relaxed) != 0; }
+  /// How many routes of `device` are active.
+  std::size_t count(c10::DeviceIndex device) const;
 
  private:
   struct route {

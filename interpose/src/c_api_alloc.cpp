@@ -249,6 +249,11 @@ PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
   }
 }
 
+PHASEALLOC_API int phasealloc_hold_device_calls(int device, int held) {
+  return as_status("phasealloc_hold_device_calls",
+                   [&] { return engine_registry::instance().hold_device_calls(device, held != 0); });
+}
+
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {
   return as_status("phasealloc_set_limit_bytes", [&] {
     auto slot = engine_registry::instance().slot(device);

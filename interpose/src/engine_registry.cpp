@@ -76,6 +76,7 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
   options.check_invariants = config.check_invariants;
   auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options,
                             std::move(host_memory).value(), config.host_budget_bytes);
+  if (held_[static_cast<std::size_t>(ordinal)]) s->eng->hold_device_calls(true);
   if (bottom_phase_ != "unphased") s->eng->set_phase(bottom_phase_);
   for (const std::string& name : phase_stack_) s->eng->begin_phase(name);
   if (!trace_pattern_.empty()) attach_trace(*s, trace_pattern_, format_interpose_config(config));
@@ -106,6 +107,14 @@ std::string engine_registry::end_phase() {
   }
   phase_stack_.pop_back();
   for (device_slot* s : created()) s->eng->end_phase();
+  return {};
+}
+
+std::string engine_registry::hold_device_calls(int ordinal, bool held) {
+  if (ordinal < 0 || ordinal >= max_devices) return "device " + std::to_string(ordinal) + " is out of range";
+  std::lock_guard lock(mutex_);
+  held_[static_cast<std::size_t>(ordinal)] = held;
+  if (device_slot* s = existing(ordinal)) s->eng->hold_device_calls(held);
   return {};
 }
 

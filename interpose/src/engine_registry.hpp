@@ -56,6 +56,10 @@ class engine_registry {
   void note_device_count(int count) noexcept { device_count_.store(count, std::memory_order_relaxed); }
   int device_count() const noexcept { return device_count_.load(std::memory_order_relaxed); }
 
+  /// Holds (or lets go) the synchronising device calls of `ordinal`'s engine, created or not yet
+  /// (engine::hold_device_calls): a CUDA graph capture or a private-pool route is under way there.
+  std::string hold_device_calls(int ordinal, bool held);  ///< "" or an error message.
+
   // --- phases (every engine) ---------------------------------------------------------------------
   std::string begin_phase(std::string_view name);  ///< "" or an error message.
   std::string end_phase();
@@ -87,6 +91,7 @@ class engine_registry {
   mutable std::mutex mutex_;
   std::array<std::atomic<device_slot*>, max_devices> slots_{};
   std::array<std::string, max_devices> failures_;  ///< Why an ordinal has no engine (guarded by mutex_).
+  std::array<bool, max_devices> held_{};            ///< hold_device_calls per ordinal (guarded by mutex_).
   std::atomic<int> device_count_{0};
   std::atomic<std::int64_t> misuse_{0};
 

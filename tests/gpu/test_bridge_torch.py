@@ -92,6 +92,33 @@ def scenario_compiled_cudagraphs_training_keeps_outputs_alive(torch, phasealloc)
     print("free_And_Remove_DeleterFn calls:", len(calls))
 
 
+def scenario_a_phase_change_during_a_capture_frees_nothing(torch, phasealloc):
+    """PHASEALLOC_CONF=policy:[phasealloc:release:all] (set by the test) releases cached memory at
+    every phase change, except while a CUDA graph capture runs: PyTorch's allocator frees nothing
+    then either (a free synchronises, which a capture forbids)."""
+    static = torch.zeros(1024, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.graph(g, capture_error_mode="relaxed"):  # empties the cache, then captures
+        with torch.cuda.stream(side):  # not captured: served by phasealloc, then cached
+            x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+            del x
+        before = torch.cuda.memory_reserved()
+        with phasealloc.phase("generation"):
+            out = static * 2
+        with phasealloc.phase("training"):
+            out2 = out * 2
+        assert torch.cuda.memory_reserved() >= before, "memory was freed during a capture"
+    if phasealloc_active(torch):
+        with phasealloc.phase("generation"):  # after the capture, releases happen again
+            pass
+        assert torch.cuda.memory_reserved() < before - (512 << 20), (torch.cuda.memory_reserved(), before)
+    g.replay()
+    del out, out2
+    g.reset()
+
+
 # --- the per-process memory fraction --------------------------------------------------------------
 
 
@@ -335,6 +362,7 @@ ENVIRONMENT = {
     "memory_fraction_from_the_environment_caps_the_process": {"PYTORCH_CUDA_ALLOC_CONF":
                                                               "per_process_memory_fraction:0.5"},
     "record_stream_on_a_pool_block": {"SIMCUDA_GPU": "quiet:1,events:sync"},
+    "a_phase_change_during_a_capture_frees_nothing": {"PHASEALLOC_CONF": "policy:[phasealloc:release:all]"},
 }
 
 try:

@@ -194,6 +194,32 @@ TEST_F(EngineTest, EmptyCacheWaitsForPendingFrees) {
   EXPECT_EQ(dev.mapped_bytes(), 0u);
 }
 
+TEST_F(EngineTest, HeldDeviceCallsFreeNothingAndWaitOnNoEvent) {
+  // A CUDA graph capture is under way: empty_cache, out-of-memory releases and event polling wait.
+  sim_device dev(sim_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
+  engine e(dev, policy_, strict_options());
+  const device_address a = e.allocate(4 * mib, 1).value();
+  EXPECT_EQ(e.record_stream(a, 3), errc::ok);
+  const device_address cached = e.allocate(200 * mib, 2).value();  // another stream: never reused for stream 1
+  EXPECT_EQ(e.deallocate(cached), errc::ok);
+  e.hold_device_calls(true);
+  EXPECT_EQ(e.deallocate(a), errc::ok);
+  e.empty_cache();
+  EXPECT_EQ(e.stats().num_sync_all_streams, 0);
+  EXPECT_EQ(e.stats().num_device_free, 0);
+  EXPECT_EQ(dev.mapped_bytes(), 204 * mib);
+  dev.complete_events(3);
+  const device_address b = e.allocate(4 * mib, 1).value();
+  EXPECT_NE(a, b);  // the completed event was not polled while held
+  EXPECT_FALSE(e.allocate(220 * mib, 1).has_value());  // no release of the cached 200 MiB to retry
+  e.hold_device_calls(false);
+  const device_address c = e.allocate(220 * mib, 1).value();  // released, retried
+  EXPECT_NE(c, 0u);
+  EXPECT_EQ(e.stats().num_device_free, 2);  // the cached 200 MiB, and a's segment (its event is done)
+  EXPECT_EQ(e.deallocate(b), errc::ok);
+  EXPECT_EQ(e.deallocate(c), errc::ok);
+}
+
 TEST_F(EngineTest, PhasesKeepTheirOwnPeaksAndFragmentation) {
   engine_.begin_phase("generation");
   std::vector<device_address> kv;

@@ -133,6 +133,11 @@ class engine {
   misuse_report last_misuse() const;
   std::size_t limit_bytes() const;
   void set_limit_bytes(std::size_t limit_bytes);
+  /// While held (a CUDA graph capture, or a pool route, is under way on the device) the engine
+  /// makes no device call that would synchronise or free: release plans (phase transitions,
+  /// empty_cache, before_grow, on_oom) are skipped, and frees waiting on events are not polled.
+  /// Growing (reserve, map) goes on. PyTorch's allocator holds the same calls while a capture runs.
+  void hold_device_calls(bool held);
   const policy& current_policy() const noexcept;
   const device& current_device() const noexcept;
 
