@@ -334,8 +334,16 @@ void bridge_allocator::cacheInfo(c10::DeviceIndex device, std::size_t* largest_b
 }
 
 void* bridge_allocator::getBaseAllocation(void* ptr, std::size_t* size) {
-  if (phasealloc_owner_device(ptr) >= 0) return ptr;  // as CUDAPluggableAllocator answers
-  return native_->getBaseAllocation(ptr, size);
+  if (phasealloc_owner_device(ptr) < 0) return native_->getBaseAllocation(ptr, size);
+  // As PyTorch's allocator answers: the segment that holds the block, and the segment's size.
+  const auto addr = reinterpret_cast<std::size_t>(ptr);
+  for (const auto& segment : engine_segments()) {
+    if (addr >= segment.address && addr < segment.address + segment.total_size) {
+      if (size != nullptr) *size = segment.total_size;
+      return reinterpret_cast<void*>(segment.address);
+    }
+  }
+  TORCH_CHECK(false, "phasealloc: getBaseAllocation(", ptr, "): no segment of phasealloc's holds this pointer");
 }
 
 // --- books ---------------------------------------------------------------------------------------------
@@ -343,9 +351,13 @@ void* bridge_allocator::getBaseAllocation(void* ptr, std::size_t* size) {
 c10::CachingDeviceAllocator::DeviceStats bridge_allocator::getDeviceStats(c10::DeviceIndex device) {
   auto stats = engine_stats(device);
   if (initialized()) {
-    // Native's private pools (MemPool, graphs) count only once they have held memory.
+    // Native's private pools (MemPool, graphs) count whenever they hold or have held memory; the
+    // current values decide too, so reset_accumulated_memory_stats() does not hide what they hold.
     const auto native = native_->getDeviceStats(device);
-    if (native.reserved_bytes[0].allocated > 0 || native.allocation[0].allocated > 0) add_stats(stats, native);
+    if (native.reserved_bytes[0].current > 0 || native.reserved_bytes[0].allocated > 0 ||
+        native.allocation[0].allocated > 0) {
+      add_stats(stats, native);
+    }
   }
   return stats;
 }

@@ -176,6 +176,19 @@ def scenario_memory_fraction_caps_default_and_pool_memory_together(torch, phasea
     del outside, inside, pool
 
 
+def scenario_pool_memory_stays_counted_after_reset_accumulated_stats(torch, phasealloc):
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.empty(8 * MIB, dtype=torch.uint8, device="cuda")
+    y = torch.empty(8 * MIB, dtype=torch.uint8, device="cuda")
+    allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    assert allocated >= 16 * MIB, allocated
+    torch.cuda.reset_accumulated_memory_stats()
+    assert torch.cuda.memory_allocated() == allocated
+    assert torch.cuda.memory_reserved() == reserved
+    del x, y, pool
+
+
 # --- out of memory ----------------------------------------------------------------------------------
 
 
