@@ -21,6 +21,7 @@
 #include "allocation_failure.hpp"
 #include "c_api_support.hpp"
 #include "engine_registry.hpp"
+#include "fork_guard.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
 #include "phasealloc_c_api.h"
@@ -110,6 +111,10 @@ std::string torch_oom_message(const oom_report& r, ssize_t size, int device) {
 /// The block, or nullptr with last_failure() saying why. The hot path keeps no string and a small
 /// frame: every failure is described out of line.
 void* allocate(ssize_t size, int device, void* stream) noexcept {
+  if (in_forked_child()) [[unlikely]] {
+    note_failure(false, forked_child_message);
+    return nullptr;
+  }
   try {
     device_slot* s = size >= 0 ? engine_registry::instance().existing(device) : nullptr;  // lock-free
     if (s == nullptr) [[unlikely]] {
@@ -189,7 +194,7 @@ PHASEALLOC_API const char* phasealloc_last_malloc_failure(int* out_of_memory) {
 }
 
 PHASEALLOC_API void phasealloc_free(void* ptr, ssize_t size, int device, void* /*stream*/) {
-  if (ptr == nullptr) return;
+  if (ptr == nullptr || in_forked_child()) return;  // a forked child's inherited memory is the parent's
   try {
     device_slot* slot = engine_registry::instance().existing(device);
     if (slot == nullptr) [[unlikely]] return free_slow(ptr, size, device, nullptr, errc::ok);
@@ -214,6 +219,7 @@ PHASEALLOC_API void phasealloc_init(int device_count) {
 }
 
 PHASEALLOC_API void phasealloc_reset(void) {
+  if (in_forked_child()) return;
   try {
     for (device_slot* s : engine_registry::instance().created()) s->eng->empty_cache();
   } catch (const std::exception& e) {
@@ -224,6 +230,7 @@ PHASEALLOC_API void phasealloc_reset(void) {
 }
 
 PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
+  if (in_forked_child()) return;
   try {
     // PyTorch's range: [0, 1]. 0 leaves nothing to allocate, as in PyTorch's allocator.
     if (!(fraction >= 0.0 && fraction <= 1.0)) {
@@ -250,11 +257,13 @@ PHASEALLOC_API void phasealloc_memory_fraction(double fraction, int device) {
 }
 
 PHASEALLOC_API int phasealloc_hold_device_calls(int device, int held) {
+  if (in_forked_child()) return 0;
   return as_status("phasealloc_hold_device_calls",
                    [&] { return engine_registry::instance().hold_device_calls(device, held != 0); });
 }
 
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {
+  if (in_forked_child()) return 0;
   return as_status("phasealloc_set_limit_bytes", [&] {
     auto slot = engine_registry::instance().slot(device);
     if (!slot) return fmt::format("device {}: {}", device, slot.error());
@@ -264,6 +273,7 @@ PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {
 }
 
 PHASEALLOC_API void phasealloc_record_stream(void* ptr, void* stream) {
+  if (in_forked_child()) return;
   try {
     const auto addr = reinterpret_cast<device_address>(ptr);
     const auto sid = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));

@@ -9,6 +9,7 @@
 
 #include "c_api_support.hpp"
 #include "engine_registry.hpp"
+#include "fork_guard.hpp"
 #include "event_listener.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
@@ -46,14 +47,17 @@ PHASEALLOC_API const char* phasealloc_config(void) {
 }
 
 PHASEALLOC_API int phasealloc_phase_begin(const char* name) {
+  if (in_forked_child()) return 0;  // no release in a forked child (fork_guard.hpp)
   return as_status("phasealloc_phase_begin", [&] { return engine_registry::instance().begin_phase(nonempty_name(name)); });
 }
 
 PHASEALLOC_API int phasealloc_phase_end(void) {
+  if (in_forked_child()) return 0;  // no release in a forked child (fork_guard.hpp)
   return as_status("phasealloc_phase_end", [] { return engine_registry::instance().end_phase(); });
 }
 
 PHASEALLOC_API int phasealloc_phase_set(const char* name) {
+  if (in_forked_child()) return 0;  // no release in a forked child (fork_guard.hpp)
   return as_status("phasealloc_phase_set", [&] { return engine_registry::instance().set_phase(nonempty_name(name)); });
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "device_factory.hpp"
+#include "fork_guard.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
@@ -17,6 +18,7 @@ std::atomic<engine_registry*> engine_registry::instance_{nullptr};
 engine_registry& engine_registry::make_instance() {
   static engine_registry* registry = [] {
     auto* r = new engine_registry;  // leaked on purpose: see the design note
+    install_fork_guard();
     // A trace named in the configuration runs from the first use of the registry.
     const auto& config = process_config();
     if (config && !config.value().trace_pattern.empty()) {

@@ -361,3 +361,33 @@ def test_threads_race_to_create_an_engine_and_allocate(lib):
     s = stats_of(lib, device)
     assert s["allocation.all.allocated"] == 8 * 500 and s["allocation.all.current"] == 0
     assert s["num_misuse"] == 0
+
+
+def test_a_forked_child_makes_no_device_call_and_takes_no_lock():
+    """A fork of a process using phasealloc (a DataLoader worker): the child's allocation fails and
+    says why, its frees of inherited blocks and its phase changes touch nothing, and the parent's
+    books are as before."""
+    out = run_python(CTYPES_PRELUDE + """
+lib.phasealloc_phase_begin(b"generation")
+p = lib.phasealloc_try_malloc(8 << 20, 0, None)
+assert p
+before = stats(0)["allocated_bytes.all.current"]
+pid = os.fork()
+if pid == 0:
+    code = 0
+    if lib.phasealloc_try_malloc(1 << 20, 0, None) is not None: code = 10
+    failure = lib.phasealloc_last_malloc_failure(None).decode()
+    if "forked from one that uses CUDA" not in failure: code = 11
+    lib.phasealloc_free(p, 8 << 20, 0, None)              # the parent's block: forgotten, not freed
+    if stats(0)["allocated_bytes.all.current"] != before: code = 12
+    if lib.phasealloc_phase_end() != 0 or lib.phasealloc_phase_begin(b"training") != 0: code = 13
+    lib.phasealloc_reset()
+    if stats(0)["num_device_free"] != 0: code = 14
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+print("child", os.WEXITSTATUS(status))
+lib.phasealloc_free(p, 8 << 20, 0, None)
+print("parent", stats(0)["allocated_bytes.all.current"])
+""", conf="device:sim,policy:[phasealloc:release:all]")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["child", "0", "parent", "0"], out.stdout + out.stderr

@@ -39,6 +39,7 @@ def _declare(lib):
         # phasealloc_malloc is left out on purpose: it throws C++ exceptions on failure, which
         # ctypes cannot catch. Python code allocates through phasealloc_try_malloc.
         "phasealloc_try_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
+        "phasealloc_last_malloc_failure": (c_char_p, [c_void_p]),
         "phasealloc_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
         "phasealloc_init": (None, [c_int]),
         "phasealloc_reset": (None, []),
@@ -53,6 +54,7 @@ def _declare(lib):
         "phasealloc_stats_json": (c_char_p, [c_int]),
         "phasealloc_reset_peak_stats": (c_int, [c_int]),
         "phasealloc_set_limit_bytes": (c_int, [c_int, c_size_t]),
+        "phasealloc_hold_device_calls": (c_int, [c_int, c_int]),
         "phasealloc_reset_accumulated_stats": (c_int, [c_int]),
         "phasealloc_snapshot_json": (c_char_p, [c_int]),
         "phasealloc_trace_start": (c_int, [c_char_p]),
