@@ -66,6 +66,17 @@ thread_local profiled_event t_profiled;
 // The engine's out-of-memory message while native tries a use_on_oom pool for the same request.
 thread_local std::string t_oom_message;
 
+// Native is serving a request of this thread. A MemPool built around the bridge itself
+// (MemPool(torch.cuda.memory._get_current_allocator().allocator())) makes native call back into the
+// bridge for the pool's segments: those come from phasealloc's engine, never routed to native again.
+thread_local int t_in_native = 0;
+struct in_native_scope {
+  in_native_scope() { ++t_in_native; }
+  ~in_native_scope() { --t_in_native; }
+  in_native_scope(const in_native_scope&) = delete;
+  in_native_scope& operator=(const in_native_scope&) = delete;
+};
+
 [[gnu::cold, gnu::noinline]] void report_profiled() {
   const profiled_event e = t_profiled;
   t_profiled.pending = false;
@@ -151,6 +162,7 @@ template <class F>
 auto bridge_allocator::after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call()) {
   const std::string message = std::move(t_oom_message);
   cap_.before_native(device);
+  const in_native_scope scope;
   try {
     auto result = native_call();
     cap_.after_native(device);
@@ -172,7 +184,10 @@ void bridge_allocator::report_oom(c10::DeviceIndex device, std::size_t bytes, cu
     c10::cuda::CUDAGuard guard(device);
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
   }
-  history_.on_oom(device, free_bytes, bytes, stream);
+  {
+    memory_history::pending_guard pending(history_.gather_for_alloc());  // the OOM entry's frames
+    history_.on_oom(device, free_bytes, bytes, stream);
+  }
   std::vector<cca::OutOfMemoryObserver> observers;
   {
     std::lock_guard lock(observers_mutex_);
@@ -194,6 +209,7 @@ bool bridge_allocator::release_native_cache(c10::DeviceIndex device) {
 
 c10::DataPtr bridge_allocator::native_pool_allocate(std::size_t bytes, c10::DeviceIndex device) {
   cap_.before_native(device);
+  const in_native_scope scope;
   try {
     c10::DataPtr data = with_raw_deleter(native_->allocate(bytes), native_->raw_deleter());
     cap_.after_native(device);
@@ -231,10 +247,11 @@ void* bridge_allocator::raw_alloc(std::size_t bytes) {
 void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return nullptr;
   const c10::DeviceIndex device = c10::cuda::current_device();
-  const bool to_native = !isEnabled() || routes_.routed(device, stream);
+  const bool to_native = t_in_native == 0 && (!isEnabled() || routes_.routed(device, stream));
   void* ptr = nullptr;
   if (to_native) {
     cap_.before_native(device);
+    const in_native_scope scope;
     try {
       ptr = native_->raw_alloc_with_stream(bytes, stream);
     } catch (...) {

@@ -17,6 +17,11 @@ MIB = 1 << 20
 GIB = 1 << 30
 
 
+def on_device(torch, host):
+    """`host` copied to the GPU: a real write on a real or a simulated GPU."""
+    return host.to("cuda")
+
+
 def phasealloc_active(torch):
     return torch.cuda.memory.get_allocator_backend() == "phasealloc"
 
@@ -117,6 +122,19 @@ def scenario_a_phase_change_during_a_capture_frees_nothing(torch, phasealloc):
     g.replay()
     del out, out2
     g.reset()
+
+
+def scenario_a_mempool_around_the_current_allocator_serves_allocations(torch, phasealloc):
+    """MemPool(torch.cuda.memory._get_current_allocator().allocator()): a private pool whose segments
+    come from the process's allocator itself (under phasealloc: from its engine, not recursing)."""
+    torch.empty(1, device="cuda")
+    pool = torch.cuda.MemPool(torch.cuda.memory._get_current_allocator().allocator())
+    with torch.cuda.use_mem_pool(pool):
+        x = on_device(torch, torch.full((1 << 20,), 7.0))
+    assert len(pool.snapshot()) == 1, pool.snapshot()
+    assert torch.equal(x.cpu(), torch.full((1 << 20,), 7.0))
+    del x, pool
+    torch.cuda.empty_cache()
 
 
 # --- the per-process memory fraction --------------------------------------------------------------
@@ -348,6 +366,26 @@ def scenario_user_metadata_is_on_every_history_entry(torch, phasealloc):
         events = torch.cuda.memory._snapshot()["device_traces"][0]
         assert len(events) >= 3, events
         assert all(e["user_metadata"] == "rollout 7" for e in events), [e["user_metadata"] for e in events]
+    finally:
+        torch.cuda.memory._record_memory_history(None)
+
+
+def scenario_the_oom_history_entry_has_the_callers_frames(torch, phasealloc):
+    import json
+
+    def runs_out_here():
+        try:
+            torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+        except torch.cuda.OutOfMemoryError:
+            return
+        raise AssertionError("no out-of-memory error")
+
+    try:
+        torch.cuda.memory._record_memory_history(context="all", stacks="python")
+        runs_out_here()
+        ooms = [e for e in torch.cuda.memory._snapshot()["device_traces"][0] if e["action"] == "oom"]
+        assert len(ooms) == 1, ooms
+        assert "runs_out_here" in json.dumps(ooms[0]["frames"]), ooms[0]
     finally:
         torch.cuda.memory._record_memory_history(None)
 
