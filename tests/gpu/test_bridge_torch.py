@@ -449,6 +449,36 @@ if pytest is not None and __name__ != "__main__":
         assert "asks for PyTorch's 'cudaMallocAsync' allocator backend" in out.stderr, out.stderr
 
 
+    def test_a_bridge_built_for_another_torch_build_is_refused():
+        """Same version string, another commit: another class layout. Both the package and the
+        library itself refuse it, naming what differs."""
+        if not bridge_built():
+            pytest.skip("the c10 bridge was not built")
+        code = ("import ctypes, types, torch, phasealloc\n"
+                "from phasealloc import _bridge, _library\n"
+                "_library.load()\n"
+                "other = types.SimpleNamespace(__version__=torch.__version__, _C=torch._C,\n"
+                "    version=types.SimpleNamespace(cuda=torch.version.cuda, git_version='0' * 40))\n"
+                "try:\n"
+                "    _bridge.install(other, _library.library_path())\n"
+                "except _bridge.BridgeUnavailable as e:\n"
+                "    print('PACKAGE', e)\n"
+                "lib = ctypes.CDLL(_bridge.bridge_path(_library.library_path()))\n"
+                "lib.phasealloc_c10_install.restype = ctypes.c_char_p\n"
+                "lib.phasealloc_c10_install.argtypes = [ctypes.c_char_p]\n"
+                "print('LIBRARY', lib.phasealloc_c10_install(b'version=2.0.0;git=x;cuda=13;abi=1').decode())\n"
+                "print('BACKEND', torch.cuda.get_allocator_backend())\n")
+        env = child_env("", "c10")
+        out = subprocess.run(launcher() + ["--native", "--", sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+        assert "was built for torch git=" in lines["PACKAGE"] and "this is torch git=" + "0" * 40 in lines["PACKAGE"]
+        assert "the c10 bridge was built for torch version=" in lines["LIBRARY"], lines
+        assert "this is torch version=2.0.0;git=x" in lines["LIBRARY"], lines
+        assert lines["BACKEND"] == "native", lines
+
+
 if __name__ == "__main__":
     import torch
 

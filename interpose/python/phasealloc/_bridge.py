@@ -54,18 +54,38 @@ def install(torch, library_path):
         handle = ctypes.CDLL(path)
     except OSError as exc:
         raise BridgeUnavailable("%s did not load: %s" % (path, exc))
-    handle.phasealloc_c10_torch_version.restype = ctypes.c_char_p
+    handle.phasealloc_c10_build_identity.restype = ctypes.c_char_p
     handle.phasealloc_c10_install.restype = ctypes.c_char_p
-    built_for = handle.phasealloc_c10_torch_version().decode()
-    running = str(torch.__version__)
-    if built_for != running:
-        raise BridgeUnavailable("%s was built for torch %s, this is torch %s" % (path, built_for, running))
-    error = handle.phasealloc_c10_install()
+    handle.phasealloc_c10_install.argtypes = [ctypes.c_char_p]
+    built_for = _fields(handle.phasealloc_c10_build_identity().decode())
+    running = running_identity(torch)
+    for key in ("version", "git", "cuda", "abi"):
+        if built_for.get(key) != running[key]:
+            raise BridgeUnavailable("%s was built for torch %s=%s, this is torch %s=%s" % (
+                path, key, built_for.get(key), key, running[key]))
+    error = handle.phasealloc_c10_install(";".join("%s=%s" % (k, running[k]) for k in ("version", "git", "cuda",
+                                                                                         "abi")).encode())
     if error is not None:
         raise BridgeUnavailable(error.decode("utf-8", "replace"))
     _handle = handle
     _wrap_share_cuda(torch, handle)
     _wrap_allocator_settings(torch)
+
+
+def _fields(identity):
+    return dict(part.split("=", 1) for part in identity.split(";") if "=" in part)
+
+
+def running_identity(torch):
+    """The running torch build, in the fields the bridge was compiled against: a bridge built for
+    another version, commit, CUDA major or C++ ABI has another class layout."""
+    cuda = torch.version.cuda or ""
+    return {
+        "version": str(torch.__version__),
+        "git": str(getattr(torch.version, "git_version", "")),
+        "cuda": cuda.split(".")[0],
+        "abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
+    }
 
 
 def _wrap_share_cuda(torch, handle):
