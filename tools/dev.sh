@@ -99,7 +99,8 @@ demo() {
 }
 
 # pip install . into the venv, the way a user installs phasealloc (tests/simcuda/test_pip_install.py
-# runs the installed commands). Without build isolation, so the OOM companion sees the venv's torch.
+# runs the installed commands, and builds an isolated wheel too). Without build isolation here: the
+# venv has the build tools already, and the isolated path is the test's.
 pip_install() {
   log "pip install . into $venv_dir"
   "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
