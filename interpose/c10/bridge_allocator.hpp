@@ -16,8 +16,14 @@
 // Approach: ordinary allocations go to phasealloc's engines (the C API of libphasealloc_torch.so);
 //   private pools, graph capture, checkpointed pool state and IPC receive are delegated to the
 //   native allocator, which owns those semantics; frees reach whoever allocated (the DataPtr's
-//   deleter says so; raw pointers are looked up). Stats and snapshots are phasealloc's books plus
-//   native's (non-zero only when pools were used), history comes from memory_history.
+//   deleter says so; raw pointers are looked up). Blocks native hands out under the bridge carry
+//   the bridge's raw_deleter(), which PyTorch's graph code (cudagraph trees, checkpointed pool
+//   state) takes as the mark of a pool's storage. One per-process memory fraction caps both
+//   (memory_cap.hpp). Out of memory, the bridge does what PyTorch's allocator does before it gives
+//   up: frees native's cache, then lets native serve from a MemPool(use_on_oom=True). While a
+//   capture or pool route runs, the device's engine frees nothing. Stats and snapshots are
+//   phasealloc's books plus native's (when native holds or held memory), history comes from
+//   memory_history.
 // Limitations: built per torch version (the class layout is torch's); CUDA IPC export of memory
 //   phasealloc holds works only through the package's _share_cuda_ wrapper, which moves the
 //   storage to native first (ipc_rehome.cpp); called directly, shareIpcHandle refuses it with an
