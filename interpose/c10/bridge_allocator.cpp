@@ -527,10 +527,12 @@ cca::ShareableHandle bridge_allocator::shareIpcHandle(void* ptr) {
 
 cudaError_t bridge_allocator::memcpyAsync(void* dst, int dst_device, const void* src, int src_device,
                                           std::size_t count, cudaStream_t stream, bool p2p_enabled) {
-  if (p2p_enabled || dst_device == src_device) {
+  // phasealloc's virtual-memory pages are not mapped for peers by cudaDeviceEnablePeerAccess, so a
+  // copy between GPUs that touches them goes through cudaMemcpyPeerAsync even with peer access on.
+  const bool ours = phasealloc_owner_device(dst) >= 0 || phasealloc_owner_device(src) >= 0;
+  if (dst_device == src_device || (p2p_enabled && !ours)) {
     return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
   }
-  // phasealloc's virtual-memory segments are not peer-mapped by cudaDeviceEnablePeerAccess.
   return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
 }
 
