@@ -108,6 +108,10 @@ PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes);
  * releases, empty_cache and out-of-memory releases are skipped, as PyTorch's allocator skips them
  * during a capture. Applies to an engine created later too. 0 or -1 (last error). */
 PHASEALLOC_API int phasealloc_hold_device_calls(int device, int held);
+/* Lets kernels on GPU `peer` reach the memory phasealloc maps for `device` (cuda_vmm pages, which
+ * cudaDeviceEnablePeerAccess does not cover): what is mapped now and later. PyTorch's
+ * enablePeerAccess(peer, device) calls it through the c10 bridge. 0 or -1 (last error). */
+PHASEALLOC_API int phasealloc_enable_peer_access(int device, int peer);
 PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every device */
 
 /* JSON array of segment objects in the shape of torch.cuda.memory_snapshot(): device, address,

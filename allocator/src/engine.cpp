@@ -583,6 +583,11 @@ void engine::hold_device_calls(bool held) {
   impl_->device_calls_held_ = held;
 }
 
+errc engine::grant_peer_access(int peer) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->device_.grant_peer_access(peer);
+}
+
 void engine::set_limit_bytes(std::size_t limit_bytes) {
   std::lock_guard lock(impl_->mutex_);
   impl_->options_.limit_bytes = limit_bytes;

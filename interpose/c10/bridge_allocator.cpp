@@ -525,10 +525,16 @@ cca::ShareableHandle bridge_allocator::shareIpcHandle(void* ptr) {
   return native_->shareIpcHandle(ptr);
 }
 
+void bridge_allocator::enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) {
+  native_->enablePeerAccess(dev, dev_to_access);
+  TORCH_CHECK(phasealloc_enable_peer_access(dev_to_access, dev) == 0, "phasealloc: ", phasealloc_last_error());
+}
+
 cudaError_t bridge_allocator::memcpyAsync(void* dst, int dst_device, const void* src, int src_device,
                                           std::size_t count, cudaStream_t stream, bool p2p_enabled) {
-  // phasealloc's virtual-memory pages are not mapped for peers by cudaDeviceEnablePeerAccess, so a
-  // copy between GPUs that touches them goes through cudaMemcpyPeerAsync even with peer access on.
+  // A copy between GPUs that touches phasealloc's memory goes through cudaMemcpyPeerAsync even with
+  // peer access on: its pages are mapped for a peer only once PyTorch enabled that pair
+  // (enablePeerAccess), and a pair enabled the other way round does not cover this copy.
   const bool ours = phasealloc_owner_device(dst) >= 0 || phasealloc_owner_device(src) >= 0;
   if (dst_device == src_device || (p2p_enabled && !ours)) {
     return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);

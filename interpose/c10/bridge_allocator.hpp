@@ -139,9 +139,8 @@ class bridge_allocator final : public cca::CUDAAllocator {
   // CUDAAllocator: IPC and peers
   cca::ShareableHandle shareIpcHandle(void* ptr) override;
   std::shared_ptr<void> getIpcDevPtr(std::string handle) override { return native_->getIpcDevPtr(std::move(handle)); }
-  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
-    native_->enablePeerAccess(dev, dev_to_access);
-  }
+  /// Native's, and phasealloc's pages of `dev_to_access` mapped for `dev` (phasealloc_enable_peer_access).
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override;
   cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t count,
                           cudaStream_t stream, bool p2p_enabled) override;
 

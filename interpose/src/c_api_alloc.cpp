@@ -262,6 +262,12 @@ PHASEALLOC_API int phasealloc_hold_device_calls(int device, int held) {
                    [&] { return engine_registry::instance().hold_device_calls(device, held != 0); });
 }
 
+PHASEALLOC_API int phasealloc_enable_peer_access(int device, int peer) {
+  if (in_forked_child()) return 0;
+  return as_status("phasealloc_enable_peer_access",
+                   [&] { return engine_registry::instance().grant_peer_access(device, peer); });
+}
+
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {
   if (in_forked_child()) return 0;
   return as_status("phasealloc_set_limit_bytes", [&] {

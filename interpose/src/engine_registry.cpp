@@ -1,5 +1,6 @@
 #include "engine_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -79,6 +80,12 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
   auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options,
                             std::move(host_memory).value(), config.host_budget_bytes);
   if (held_[static_cast<std::size_t>(ordinal)]) s->eng->hold_device_calls(true);
+  for (const int peer : peers_[static_cast<std::size_t>(ordinal)]) {
+    if (const errc e = s->eng->grant_peer_access(peer); e != errc::ok) {
+      report_error(fmt::format("device {}: peer access for device {}: {}: {}", ordinal, peer, to_string(e),
+                               s->dev->last_failure()));
+    }
+  }
   if (bottom_phase_ != "unphased") s->eng->set_phase(bottom_phase_);
   for (const std::string& name : phase_stack_) s->eng->begin_phase(name);
   if (!trace_pattern_.empty()) attach_trace(*s, trace_pattern_, format_interpose_config(config));
@@ -117,6 +124,22 @@ std::string engine_registry::hold_device_calls(int ordinal, bool held) {
   std::lock_guard lock(mutex_);
   held_[static_cast<std::size_t>(ordinal)] = held;
   if (device_slot* s = existing(ordinal)) s->eng->hold_device_calls(held);
+  return {};
+}
+
+std::string engine_registry::grant_peer_access(int ordinal, int peer) {
+  if (ordinal < 0 || ordinal >= max_devices || peer < 0 || peer >= max_devices) {
+    return fmt::format("device {} or peer {} is out of range", ordinal, peer);
+  }
+  std::lock_guard lock(mutex_);
+  auto& peers = peers_[static_cast<std::size_t>(ordinal)];
+  if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  if (device_slot* s = existing(ordinal)) {
+    if (const errc e = s->eng->grant_peer_access(peer); e != errc::ok) {
+      return fmt::format("device {}: peer access for device {}: {}: {}", ordinal, peer, to_string(e),
+                         s->dev->last_failure());
+    }
+  }
   return {};
 }
 

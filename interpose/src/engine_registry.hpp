@@ -59,6 +59,8 @@ class engine_registry {
   /// Holds (or lets go) the synchronising device calls of `ordinal`'s engine, created or not yet
   /// (engine::hold_device_calls): a CUDA graph capture or a private-pool route is under way there.
   std::string hold_device_calls(int ordinal, bool held);  ///< "" or an error message.
+  /// Lets GPU `peer` reach the memory of `ordinal`'s engine, created or not yet (then at creation).
+  std::string grant_peer_access(int ordinal, int peer);  ///< "" or an error message.
 
   // --- phases (every engine) ---------------------------------------------------------------------
   std::string begin_phase(std::string_view name);  ///< "" or an error message.
@@ -92,6 +94,7 @@ class engine_registry {
   std::array<std::atomic<device_slot*>, max_devices> slots_{};
   std::array<std::string, max_devices> failures_;  ///< Why an ordinal has no engine (guarded by mutex_).
   std::array<bool, max_devices> held_{};            ///< hold_device_calls per ordinal (guarded by mutex_).
+  std::array<std::vector<int>, max_devices> peers_;  ///< Peers granted access per ordinal (guarded by mutex_).
   std::atomic<int> device_count_{0};
   std::atomic<std::int64_t> misuse_{0};
 

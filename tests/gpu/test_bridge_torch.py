@@ -137,6 +137,19 @@ def scenario_a_mempool_around_the_current_allocator_serves_allocations(torch, ph
     torch.cuda.empty_cache()
 
 
+def scenario_copies_between_two_gpus_reach_phaseallocs_pages(torch, phasealloc):
+    """Two GPUs (SIMCUDA_GPU=count:2 on the simulated GPU): PyTorch enables peer access for the pair
+    (the bridge maps phasealloc's pages for the peer) and copies by kernel or by memcpyAsync."""
+    if torch.cuda.device_count() < 2:
+        return
+    host = torch.arange(1 << 20, dtype=torch.float32)
+    x = host.to("cuda:0")
+    y = x.to("cuda:1")  # a peer copy
+    z = y.to("cuda:0")
+    assert torch.equal(z.cpu(), host) and torch.equal(y.cpu(), host)
+    del x, y, z
+
+
 # --- the per-process memory fraction --------------------------------------------------------------
 
 
@@ -413,6 +426,7 @@ ENVIRONMENT = {
     "memory_fraction_from_the_environment_caps_the_process": {"PYTORCH_CUDA_ALLOC_CONF":
                                                               "per_process_memory_fraction:0.5"},
     "record_stream_on_a_pool_block": {"SIMCUDA_GPU": "quiet:1,events:sync"},
+    "copies_between_two_gpus_reach_phaseallocs_pages": {"SIMCUDA_GPU": "quiet:1,count:2"},
     "a_phase_change_during_a_capture_frees_nothing": {"PHASEALLOC_CONF": "policy:[phasealloc:release:all]"},
 }
 

@@ -391,3 +391,17 @@ print("parent", stats(0)["allocated_bytes.all.current"])
 """, conf="device:sim,policy:[phasealloc:release:all]")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["child", "0", "parent", "0"], out.stdout + out.stderr
+
+
+def test_peer_access_is_granted_before_or_after_the_engine_exists():
+    out = run_python(CTYPES_PRELUDE + """
+print(lib.phasealloc_enable_peer_access(3, 1))      # before device 3 has an engine: kept for it
+p = lib.phasealloc_try_malloc(4 << 20, 3, None)
+print(bool(p), lib.phasealloc_enable_peer_access(3, 2), lib.phasealloc_enable_peer_access(3, 2))
+print(lib.phasealloc_enable_peer_access(3, 99), err())
+lib.phasealloc_free(p, 4 << 20, 3, None)
+""", conf="device:sim")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "0" and lines[1] == "True 0 0", out.stdout
+    assert lines[2].startswith("-1 phasealloc_enable_peer_access: device 3 or peer 99 is out of range"), lines[2]

@@ -56,6 +56,7 @@ struct driver_state {
   std::map<CUdeviceptr, mapping_state> mappings;
   std::size_t used_bytes = 0;
   std::vector<std::pair<CUdeviceptr, std::size_t>> access_calls;
+  std::vector<std::vector<int>> access_devices;  ///< The devices each cuMemSetAccess call named.
   int primary_retains = 0;
   std::vector<CUcontext> ctx_stack;
   std::uintptr_t next_event = 0x1000;
@@ -219,13 +220,21 @@ CUresult mem_unmap(CUdeviceptr ptr, std::size_t size) {
 }
 CUresult mem_set_access(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count) {
   if (const CUresult r = hit("cuMemSetAccess"); r != CUDA_SUCCESS) return r;
-  if (count != 1 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_VALUE;
+  if (count == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<int> devices;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    devices.push_back(desc[i].location.id);
+  }
   for (CUdeviceptr at = ptr; at < ptr + size;) {  // the range must be wholly mapped
     const auto it = state.mappings.find(at);
     if (it == state.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
     at += it->second.size_bytes;
   }
   state.access_calls.emplace_back(ptr, size);
+  state.access_devices.push_back(std::move(devices));
   return CUDA_SUCCESS;
 }
 CUresult event_create(CUevent* event, unsigned int) {
@@ -384,6 +393,26 @@ TEST_F(CudaVmmFakeDriverTest, MapsOneHandlePerPageAndSetsAccessOnce) {
   EXPECT_EQ(fake::state.handles.size(), 4u);
   EXPECT_EQ(dev->mapped_bytes(), 4 * page);
   EXPECT_EQ(dev->free_bytes(), 64 * mib - 4 * page);
+}
+
+TEST_F(CudaVmmFakeDriverTest, GrantsAPeerTheMappedRunsAndEveryLaterMap) {
+  auto dev = make();
+  ASSERT_TRUE(dev);
+  auto base = dev->reserve(8 * page);
+  ASSERT_TRUE(base);
+  ASSERT_EQ(dev->map(base.value(), 2 * page), errc::ok);
+  ASSERT_EQ(dev->map(base.value() + 4 * page, page), errc::ok);
+  EXPECT_EQ(fake::state.access_devices, (std::vector<std::vector<int>>{{0}, {0}}));
+  ASSERT_EQ(dev->grant_peer_access(1), errc::ok);
+  ASSERT_EQ(fake::state.access_calls.size(), 4u);  // one call per run of mapped pages
+  EXPECT_EQ(fake::state.access_calls[2], std::pair(static_cast<CUdeviceptr>(base.value()), 2 * page));
+  EXPECT_EQ(fake::state.access_calls[3], std::pair(static_cast<CUdeviceptr>(base.value() + 4 * page), page));
+  EXPECT_EQ(fake::state.access_devices[2], std::vector<int>{1});
+  ASSERT_EQ(dev->grant_peer_access(1), errc::ok);  // once is enough
+  ASSERT_EQ(dev->grant_peer_access(0), errc::ok);  // the device itself
+  EXPECT_EQ(fake::state.access_calls.size(), 4u);
+  ASSERT_EQ(dev->map(base.value() + 6 * page, page), errc::ok);
+  EXPECT_EQ(fake::state.access_devices.back(), (std::vector<int>{0, 1}));  // later maps name the peer
 }
 
 TEST_F(CudaVmmFakeDriverTest, RollsBackAMapWhoseThirdCuMemCreateRunsOutOfMemory) {

@@ -17,7 +17,8 @@
 //     the cost of one cuMemCreate + cuMemMap per page (PyTorch's ExpandableSegment does the same).
 //     cuda_vmm_options::page_bytes trades that cost against unmap precision.
 //   - One cuMemSetAccess per map() call over the whole newly mapped range (legal: it is fully
-//     mapped). Access is read/write for this device only.
+//     mapped). Access is read/write for this device and for every peer granted access
+//     (grant_peer_access: one more descriptor, applied at once to every mapped run of pages).
 //   - Books: base -> reservation, each with one {handle, mapped} slot per page. Every precondition
 //     of device.hpp is checked against the books before any driver call, so a caller's mistake
 //     answers invalid_argument and never reaches the driver.
@@ -33,8 +34,8 @@
 //     seam: create_with_driver() runs this file against a fake driver (cuda_vmm_fake_driver_test).
 //
 // Limitations
-//   - No peer access: other GPUs cannot touch our pages (cudaDeviceEnablePeerAccess does not cover
-//     VMM mappings; it would take one cuMemSetAccess descriptor per peer).
+//   - Peers reach our pages only once granted (cudaDeviceEnablePeerAccess does not cover VMM
+//     mappings); the c10 bridge grants when PyTorch enables peer access.
 //   - No IPC: handles are created with CU_MEM_HANDLE_TYPE_NONE, so these pages cannot be exported
 //     to another process (PyTorch asks for POSIX fds when expandable segments meet IPC).
 //   - unmap() does not synchronize (cuMemUnmap, unlike cudaFree, does not wait for streams); the
@@ -214,7 +215,7 @@ struct cuda_vmm_device::state {
   CUcontext ctx = nullptr;
   std::size_t page_bytes = 0;
   CUmemAllocationProp prop{};
-  CUmemAccessDesc access{};
+  std::vector<CUmemAccessDesc> access;  ///< This device first, then each peer granted access.
 
   std::mutex mutex;  ///< Guards the books below; held across the driver calls that change them.
   std::map<device_address, reservation> reservations;
@@ -323,8 +324,7 @@ result<std::unique_ptr<cuda_vmm_device>> cuda_vmm_device::create_with_driver(con
   s->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
   s->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   s->prop.location.id = dev;
-  s->access.location = s->prop.location;
-  s->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  s->access.push_back(CUmemAccessDesc{.location = s->prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE});
 
   std::size_t granularity = 0;
   r = api.mem_get_allocation_granularity(&granularity, &s->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
@@ -446,7 +446,7 @@ errc cuda_vmm_device::map(device_address addr, std::size_t bytes) noexcept {
     res->pages[first + done] = state::page{.handle = handle, .mapped = true};
   }
   if (err == errc::ok) {
-    const CUresult r = s.api.mem_set_access(to_ptr(addr), bytes, &s.access, 1);
+    const CUresult r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemSetAccess({:#x}, {})", addr, bytes));
   }
   if (err != errc::ok) {
@@ -455,6 +455,41 @@ errc cuda_vmm_device::map(device_address addr, std::size_t bytes) noexcept {
   }
   res->mapped_pages += count;
   s.mapped_bytes += bytes;
+  return errc::ok;
+}
+
+errc cuda_vmm_device::grant_peer_access(int peer) noexcept {
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  for (const CUmemAccessDesc& d : s.access) {
+    if (d.location.id == peer) return errc::ok;  // this device, or a peer granted before
+  }
+  const CUmemAccessDesc desc{.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = peer},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  try {
+    s.access.reserve(s.access.size() + 1);  // the push_back below cannot fail after the driver calls
+  } catch (...) {
+    return errc::out_of_memory;
+  }
+  scoped_context ctx(s.api, s.ctx);
+  // Every run of mapped pages, as one call each (a range passed to cuMemSetAccess must be mapped).
+  for (const auto& [base, res] : s.reservations) {
+    for (std::size_t i = 0; i < res.pages.size();) {
+      if (!res.pages[i].mapped) {
+        ++i;
+        continue;
+      }
+      std::size_t j = i;
+      while (j < res.pages.size() && res.pages[j].mapped) ++j;
+      const device_address at = base + i * s.page_bytes;
+      const CUresult r = s.api.mem_set_access(to_ptr(at), (j - i) * s.page_bytes, &desc, 1);
+      if (r != CUDA_SUCCESS) {
+        return s.failed(r, fmt::format("cuMemSetAccess({:#x}, {}, peer {})", at, (j - i) * s.page_bytes, peer));
+      }
+      i = j;
+    }
+  }
+  s.access.push_back(desc);
   return errc::ok;
 }
 
@@ -478,7 +513,7 @@ errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
       state::page& p = res->pages[first + i];
       const device_address back = addr + i * s.page_bytes;
       if (s.api.mem_map(to_ptr(back), s.page_bytes, 0, p.handle, 0) == CUDA_SUCCESS &&
-          s.api.mem_set_access(to_ptr(back), s.page_bytes, &s.access, 1) == CUDA_SUCCESS) {
+          s.api.mem_set_access(to_ptr(back), s.page_bytes, s.access.data(), s.access.size()) == CUDA_SUCCESS) {
         continue;
       }
       s.drop_page(p, back);  // could not restore it: the books say unmapped, as the driver does

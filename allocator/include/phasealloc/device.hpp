@@ -57,6 +57,11 @@ class device {
   virtual errc map(device_address addr, std::size_t bytes) noexcept = 0;
   virtual errc unmap(device_address addr, std::size_t bytes) noexcept = 0;
 
+  /// Lets the device of ordinal `peer` (same machine) read and write this device's memory: what is
+  /// mapped now and whatever map() adds later. Memory the runtime allocated whole (cudaMalloc) is
+  /// reachable once the runtime enabled peer access, so such devices have nothing to do (ok).
+  virtual errc grant_peer_access(int /*peer*/) noexcept { return errc::ok; }
+
   /// Bytes of memory the device could still map (or cudaMalloc) now.
   virtual std::size_t free_bytes() const noexcept = 0;
 

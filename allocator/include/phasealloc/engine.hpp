@@ -138,6 +138,8 @@ class engine {
   /// empty_cache, before_grow, on_oom) are skipped, and frees waiting on events are not polled.
   /// Growing (reserve, map) goes on. PyTorch's allocator holds the same calls while a capture runs.
   void hold_device_calls(bool held);
+  /// Lets GPU `peer` reach this engine's device memory, now and later (device::grant_peer_access).
+  errc grant_peer_access(int peer);
   const policy& current_policy() const noexcept;
   const device& current_device() const noexcept;
 

@@ -79,6 +79,8 @@ class cuda_vmm_device final : public device {
   errc synchronize_event(event_id event) noexcept override;
   void destroy_event(event_id event) noexcept override;
   errc synchronize() noexcept override;  ///< cuCtxSynchronize on the device's primary context.
+  /// cuMemSetAccess for `peer` over every mapped page; later maps name it too.
+  errc grant_peer_access(int peer) noexcept override;
 
   // --- cuda_vmm only ----------------------------------------------------------------------------
   int ordinal() const noexcept { return ordinal_; }
