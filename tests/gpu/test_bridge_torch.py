@@ -48,6 +48,31 @@ def scenario_graph_pool_storages_have_the_standard_deleter(torch, phasealloc):
     g.reset()
 
 
+def scenario_a_checkpointed_pool_state_frees_a_later_graphs_outputs(torch, phasealloc):
+    """cudagraph trees' checkpoint path: a pool's state is taken, another graph records into the same
+    pool, and restoring the state frees that graph's outputs (their storages lose the allocator's
+    raw deleter: PyTorch swaps exactly that one out, "could not swap function" otherwise)."""
+    def record(pool=None):
+        g = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, pool=pool):
+            out = torch.empty(512, dtype=torch.uint8, device="cuda")
+        return g, out
+
+    g1, out1 = record()
+    pool = g1.pool()
+    state = torch._C._cuda_getCheckpointState(out1.device.index, pool)
+    before = sorted((s["address"], s["allocated_size"]) for s in torch.cuda.memory_snapshot()
+                    if tuple(s["segment_pool_id"]) == tuple(pool))
+    g2, out2 = record(pool)
+    torch._C._cuda_setCheckpointPoolState(out1.device.index, state, [out2.untyped_storage()._cdata], [])
+    del out2
+    after = sorted((s["address"], s["allocated_size"]) for s in torch.cuda.memory_snapshot()
+                   if tuple(s["segment_pool_id"]) == tuple(pool))
+    assert after == before, (before, after)
+    del out1, g1, g2
+
+
 def scenario_record_stream_on_a_pool_block(torch, phasealloc):
     """A private pool's block under the bridge's deleter still reaches native's record_stream: once
     freed, it is not handed out again until the side stream's work is done (SIMCUDA_GPU=events:sync

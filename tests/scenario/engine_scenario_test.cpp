@@ -117,7 +117,9 @@ void run_scenario(const scenario_config& config, std::uint64_t seed, std::size_t
           EXPECT_GE(block, bytes);
           EXPECT_TRUE(mapped(device, a, block)) << "block outside mapped memory, op " << i;
           auto next = intervals.lower_bound(a);
-          if (next != intervals.end()) EXPECT_LE(a + block, next->first) << "overlap, op " << i;
+          if (next != intervals.end()) {
+            EXPECT_LE(a + block, next->first) << "overlap, op " << i;
+          }
           if (next != intervals.begin()) {
             auto prev = std::prev(next);
             EXPECT_LE(prev->first + prev->second, a) << "overlap, op " << i;

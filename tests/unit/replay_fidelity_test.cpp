@@ -47,7 +47,9 @@ TEST(ReplayFidelityTest, MidRunSnapshotsReplayWithinTheirRecordedFootprint) {
     const trace t = load(name);
     const trace_summary s = summarize(t);
     for (const char* spec : {"pytorch", "pytorch:expandable_segments:True", "phasealloc"}) {
-      auto r = replay(t, spec, replay_options{.check_invariants = true});
+      replay_options options;
+      options.check_invariants = true;
+      auto r = replay(t, spec, options);
       ASSERT_TRUE(r.has_value()) << r.error();
       EXPECT_EQ(r.value().ooms, 0) << name << " " << spec;
       EXPECT_GE(r.value().peak_reserved_bytes, s.peak_live_bytes) << name << " " << spec;  // the floor

@@ -34,7 +34,9 @@ TEST(SizeClassesTest, RoundingIsAtLeastTheRequestIdempotentMonotoneAndBounded) {
     ASSERT_GE(r, 512u);
     ASSERT_EQ(round_to_class(r), r) << s;
     ASSERT_LT(r - std::max<std::size_t>(s, 1), size_classes[size_class_of(s)].round_bytes) << s;  // waste < 512 B
-    if (s >= previous_request) ASSERT_GE(r, previous_rounded) << s;
+    if (s >= previous_request) {
+      ASSERT_GE(r, previous_rounded) << s;
+    }
     previous_request = s;
     previous_rounded = r;
   }

@@ -18,15 +18,6 @@ constexpr std::size_t max_frames_scanned = 1024;
 constexpr std::size_t max_dict_entries = 64;
 constexpr std::size_t max_layout_probe_blocks = 64;
 
-std::size_t summarize_seeded(const trace& t) {
-  std::size_t n = 0;
-  for (const trace_event& e : t.events) {
-    if ((e.flags & trace_flag::seeded) == 0) break;
-    ++n;
-  }
-  return n;
-}
-
 std::size_t seeded_events(const trace& t) {
   std::size_t n = 0;
   for (const trace_event& e : t.events) {

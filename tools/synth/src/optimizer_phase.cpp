@@ -56,7 +56,6 @@ void foreach_adamw_group(synth_context& ctx, const param_group& group) {
   trace_builder& b = ctx.builder;
   double bytes = 0;
   for (const auto& [m, i] : group) {  // _init_group
-    const std::size_t numel = m->layout.params[i].numel;
     if (m->exp_avg[i] == 0) {
       m->exp_avg[i] = b.alloc(m->state_bytes(i), alloc_tag::optimizer_state);
       m->exp_avg_sq[i] = b.alloc(m->state_bytes(i), alloc_tag::optimizer_state);
