@@ -396,6 +396,7 @@ cca::SnapshotInfo bridge_allocator::snapshot(c10::MempoolId_t pool, bool include
     std::size_t addr = segment.address;
     for (auto& block : segment.blocks) {
       if (block.active) block.context_when_allocated = history_.block_context(addr);
+      if (!block.allocated && block.requested_size == 0) block.requested_size = history_.freed_requested_bytes(addr);
       addr += block.size;
     }
     out.segments.push_back(std::move(segment));

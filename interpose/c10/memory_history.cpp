@@ -108,6 +108,8 @@ void memory_history::on_event(const phasealloc_event& event) noexcept {
       if (action == TraceEntry::ALLOC) live_contexts_[event.addr] = context;
       if (action == TraceEntry::FREE_COMPLETED) live_contexts_.erase(event.addr);
     }
+    if (enabled_ && action == TraceEntry::FREE_REQUESTED) freed_requested_[event.addr] = event.size;
+    if (enabled_ && action == TraceEntry::ALLOC) freed_requested_.erase(event.addr);
     // STATE keeps stacks for live blocks only, not in the history.
     if (when_ == RecordContext::STATE) context = nullptr;
     push_locked(make_entry_locked(action, static_cast<c10::DeviceIndex>(event.device), event.addr, event.size,
@@ -166,6 +168,12 @@ std::vector<TraceEntry> memory_history::entries(c10::DeviceIndex device) const {
   auto to_ns = clock_.makeConverter();
   for (TraceEntry& e : out) e.time_.t_ = to_ns(e.time_.approx_t_) / 1000;
   return out;
+}
+
+std::size_t memory_history::freed_requested_bytes(std::size_t addr) const {
+  std::lock_guard lock(mutex_);
+  const auto it = freed_requested_.find(addr);
+  return it != freed_requested_.end() ? it->second : 0;
 }
 
 context_ptr memory_history::block_context(std::size_t addr) const {

@@ -14,9 +14,11 @@
 //   blocks are kept for the snapshot's per-block frames.
 //   As PyTorch's: turning recording off (or on with clear) empties the rings; every entry carries
 //   the user metadata set at the time (torch.cuda.memory._set_memory_metadata) and the innermost
-//   compile context ("N/A" outside one); _annotate_memory adds an "annotate" entry.
+//   compile context ("N/A" outside one); _annotate_memory adds an "annotate" entry. A free block
+//   keeps the size last requested of it, for the snapshot, as PyTorch's blocks do.
 // Limitations: a free_completed that happens later on another thread carries no context (native
-//   PyTorch does the same).
+//   PyTorch does the same). A free block's last requested size is known only for frees made while
+//   recording (PyTorch's allocator keeps it always).
 #pragma once
 
 #include <atomic>
@@ -77,6 +79,9 @@ class memory_history {
   std::vector<TraceEntry> entries(c10::DeviceIndex device) const;
   /// The context recorded when the live block at `addr` was allocated (or nullptr).
   context_ptr block_context(std::size_t addr) const;
+  /// The size last requested of the freed block at `addr`, while recording (0 when not known):
+  /// PyTorch's snapshot shows a free block with the requested size of its last allocation.
+  std::size_t freed_requested_bytes(std::size_t addr) const;
   /// Trace trackers (attachAllocatorTraceTracker) see every entry as it is recorded.
   void attach_tracker(c10::CachingDeviceAllocator::AllocatorTraceTracker tracker);
 
@@ -101,6 +106,7 @@ class memory_history {
   std::vector<bool> skip_;  ///< Indexed by TraceEntry::Action.
   std::unordered_map<c10::DeviceIndex, ring> rings_;
   std::unordered_map<std::size_t, context_ptr> live_contexts_;
+  std::unordered_map<std::size_t, std::size_t> freed_requested_;  ///< Free block address -> last requested bytes.
   std::vector<c10::CachingDeviceAllocator::AllocatorTraceTracker> trackers_;
   std::string user_metadata_;
   std::vector<std::string> compile_contexts_;

@@ -428,6 +428,21 @@ def scenario_the_oom_history_entry_has_the_callers_frames(torch, phasealloc):
         torch.cuda.memory._record_memory_history(None)
 
 
+def scenario_a_free_block_shows_its_last_requested_size(torch, phasealloc):
+    """While recording, the snapshot's free block keeps the size last requested of it, as PyTorch's
+    does (memory_viz's plots, which drop freed trace entries, still show it)."""
+    try:
+        torch.cuda.memory.empty_cache()
+        torch.cuda.memory._record_memory_history("all", context=None, stacks="python")
+        x = torch.empty(65536 + 4, dtype=torch.uint8, device="cuda")
+        del x
+        blocks = [b for s in torch.cuda.memory._snapshot()["segments"] for b in s["blocks"]
+                  if b["state"] == "inactive"]
+        assert any(b["requested_size"] == 65536 + 4 for b in blocks), blocks
+    finally:
+        torch.cuda.memory._record_memory_history(None)
+
+
 def scenario_the_profiler_sees_allocations_with_stacks(torch, phasealloc):
     import json
 
