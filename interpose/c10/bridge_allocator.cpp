@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include <c10/core/impl/GPUTrace.h>
 #include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -86,6 +87,20 @@ struct in_native_scope {
                                    c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(e.device)));
 }
 
+// GPU tracing (torch.cuda._sanitizer, torch.cuda._gpu_trace callbacks): PyTorch's allocator
+// reports each allocation and each free to the tracing interpreter when one is active.
+void trace_allocation(void* ptr) {
+  if (const c10::impl::PyInterpreter* interp = c10::impl::GPUTrace::get_trace()) [[unlikely]] {
+    (*interp)->trace_gpu_memory_allocation(c10::kCUDA, reinterpret_cast<uintptr_t>(ptr));
+  }
+}
+
+void trace_deallocation(void* ptr) {
+  if (const c10::impl::PyInterpreter* interp = c10::impl::GPUTrace::get_trace()) [[unlikely]] {
+    (*interp)->trace_gpu_memory_deallocation(c10::kCUDA, reinterpret_cast<uintptr_t>(ptr));
+  }
+}
+
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
 
@@ -105,6 +120,7 @@ bool bridge_allocator::owns(const c10::DataPtr& data) {
 
 void bridge_allocator::free_engine_block(void* ptr, int device) {
   bridge_allocator* bridge = g_bridge.load(std::memory_order_acquire);
+  trace_deallocation(ptr);
   {
     memory_history::pending_guard pending(bridge != nullptr ? bridge->history_.gather_for_free() : nullptr);
     phasealloc_free(ptr, 0, device, nullptr);
@@ -125,6 +141,7 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
   void* ptr = try_malloc();
   if (ptr != nullptr) [[likely]] {
     if (t_profiled.pending) [[unlikely]] report_profiled();
+    trace_allocation(ptr);
     return ptr;
   }
   // This thread's failure (never another thread's last error): whether it is out of memory.
@@ -136,6 +153,7 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
     ptr = try_malloc();
     if (ptr != nullptr) {
       if (t_profiled.pending) report_profiled();
+      trace_allocation(ptr);
       return ptr;
     }
     message = phasealloc_last_malloc_failure(&out_of_memory);

@@ -443,6 +443,20 @@ def scenario_a_free_block_shows_its_last_requested_size(torch, phasealloc):
         torch.cuda.memory._record_memory_history(None)
 
 
+def scenario_gpu_trace_callbacks_see_allocations_and_frees(torch, phasealloc):
+    """What torch.cuda._sanitizer (CSAN) builds on: every allocation and free reaches the callbacks."""
+    from torch.cuda import _gpu_trace
+
+    seen = {"alloc": [], "free": []}
+    _gpu_trace.register_callback_for_memory_allocation(seen["alloc"].append)
+    _gpu_trace.register_callback_for_memory_deallocation(seen["free"].append)
+    torch._C._activate_gpu_trace()
+    x = torch.empty(3 * MIB, dtype=torch.uint8, device="cuda")
+    address = x.data_ptr()
+    del x
+    assert address in seen["alloc"] and address in seen["free"], (hex(address), seen)
+
+
 def scenario_the_profiler_sees_allocations_with_stacks(torch, phasealloc):
     import json
 
