@@ -103,7 +103,6 @@ void trace_deallocation(void* ptr) {
 
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
-
 }  // namespace
 
 bridge_allocator::bridge_allocator(cca::CUDAAllocator* native) : native_(native), cap_(native) {
