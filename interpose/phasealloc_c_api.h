@@ -180,8 +180,9 @@ typedef struct phasealloc_event {
   int device;
   int action; /* enum phasealloc_event_action */
   size_t addr;
-  size_t size;
+  size_t size;        /* as PyTorch's trace records it: a block's requested bytes, a segment's bytes */
   void* stream;
+  size_t block_bytes; /* alloc / free_requested / free_completed: the block's bytes (allocated_bytes' unit) */
 } phasealloc_event;
 /* Called on the thread that caused the event, under that device's engine lock: it must return
  * quickly, must not throw, and must not call back into phasealloc. */

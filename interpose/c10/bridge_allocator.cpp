@@ -183,6 +183,7 @@ auto bridge_allocator::after_oom_from_native(c10::DeviceIndex device, F&& native
   try {
     auto result = native_call();
     cap_.after_native(device);
+    native_changed(device);
     return result;
   } catch (const c10::OutOfMemoryError&) {
     // Native reported it (its history and the OOM observers); the error says what phasealloc saw.
@@ -230,10 +231,21 @@ c10::DataPtr bridge_allocator::native_pool_allocate(std::size_t bytes, c10::Devi
   try {
     c10::DataPtr data = with_raw_deleter(native_->allocate(bytes), native_->raw_deleter());
     cap_.after_native(device);
+    native_changed(device);
     return data;
   } catch (...) {
     cap_.after_native(device);
     throw;
+  }
+}
+
+void bridge_allocator::native_changed(c10::DeviceIndex device) {
+  if (!native_->initialized()) return;
+  const int first = device >= 0 ? device : 0;
+  const int last = device >= 0 ? device + 1 : std::max(device_count_.load(std::memory_order_relaxed), 1);
+  for (int d = first; d < last; ++d) {
+    const auto index = static_cast<c10::DeviceIndex>(d);
+    peaks_.on_native_change(d, native_->getDeviceStats(index).allocated_bytes[0].current);
   }
 }
 
@@ -276,6 +288,7 @@ void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t st
       throw;
     }
     cap_.after_native(device);
+    native_changed(device);
   } else {
     ptr = engine_malloc(bytes, device, stream);
   }
@@ -308,6 +321,7 @@ void bridge_allocator::raw_delete(void* ptr) {
     free_engine_block(ptr, owner);
   } else {
     native_->raw_delete(ptr);
+    native_changed(-1);  // which device's pool held it is native's to know
   }
 }
 
@@ -391,6 +405,8 @@ c10::CachingDeviceAllocator::DeviceStats bridge_allocator::getDeviceStats(c10::D
     if (native.reserved_bytes[0].current > 0 || native.reserved_bytes[0].allocated > 0 ||
         native.allocation[0].allocated > 0) {
       add_stats(stats, native);
+      // The peak of the sum, not the sum of the two peaks (they may come at different times).
+      stats.allocated_bytes[0].peak = peaks_.peak(device);
     }
   }
   return stats;
@@ -404,6 +420,7 @@ void bridge_allocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void bridge_allocator::resetPeakStats(c10::DeviceIndex device) {
   TORCH_CHECK(phasealloc_reset_peak_stats(device) == 0, "phasealloc: ", phasealloc_last_error());
   if (initialized()) native_->resetPeakStats(device);
+  peaks_.reset(device);
 }
 
 cca::SnapshotInfo bridge_allocator::snapshot(c10::MempoolId_t pool, bool include_traces) {
@@ -468,6 +485,7 @@ void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tr
 }
 
 void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self) noexcept {
+  static_cast<bridge_allocator*>(self)->peaks_.on_block_event(event->device, event->action, event->block_bytes);
   if ((event->action == PHASEALLOC_EVENT_ALLOC || event->action == PHASEALLOC_EVENT_FREE_REQUESTED) &&
       c10::memoryProfilingEnabled()) [[unlikely]] {
     const auto bytes = static_cast<int64_t>(event->size);
@@ -505,6 +523,7 @@ void bridge_allocator::annotateMemory(const void* ptr, const std::string& metada
 cca::CheckpointDelta bridge_allocator::setCheckpointPoolState(c10::DeviceIndex device,
                                                               std::shared_ptr<cca::AllocatorState> state) {
   cca::CheckpointDelta delta = native_->setCheckpointPoolState(device, std::move(state));
+  native_changed(device);
   for (auto& data : delta.dataptrs_allocd) data = with_raw_deleter(std::move(data), native_->raw_deleter());
   return delta;
 }

@@ -27,7 +27,8 @@
 // Limitations: built per torch version (the class layout is torch's); CUDA IPC export of memory
 //   phasealloc holds works only through the package's _share_cuda_ wrapper, which moves the
 //   storage to native first (ipc_rehome.cpp); called directly, shareIpcHandle refuses it with an
-//   error. Peaks add the two allocators' peaks when both hold memory.
+//   error. The reserved peak adds the two allocators' peaks when both hold memory (the allocated
+//   peak is exact: combined_peak.hpp).
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include "combined_peak.hpp"
 #include "memory_cap.hpp"
 #include "memory_history.hpp"
 #include "pool_routes.hpp"
@@ -158,6 +160,8 @@ class bridge_allocator final : public cca::CUDAAllocator {
   /// the memory cap; its out-of-memory error carries the engine's message.
   template <class F>
   auto after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call());
+  /// After native allocated or freed: the combined peak reads native's allocated bytes (-1: every device).
+  void native_changed(c10::DeviceIndex device);
   /// Frees native's cached free blocks (private pools included) so the engine can grow into them;
   /// false when nothing could be freed or a capture is under way (PyTorch frees nothing then).
   bool release_native_cache(c10::DeviceIndex device);
@@ -168,6 +172,7 @@ class bridge_allocator final : public cca::CUDAAllocator {
   pool_routes routes_;
   std::mutex hold_mutex_;  ///< Routes and the engine's hold change together (begin/endAllocateToPool).
   memory_cap cap_;
+  combined_peak peaks_;
   memory_history history_;
   std::atomic<bool> initialized_{false};
   std::atomic<bool> enabled_{true};

@@ -61,6 +61,7 @@ void notify_event_listener(int ordinal, const trace_record& record) noexcept {
   // size), a segment's bytes.
   event.size = is_block && record.requested_bytes != 0 ? record.requested_bytes : record.block_bytes;
   event.stream = reinterpret_cast<void*>(static_cast<std::uintptr_t>(record.stream));
+  event.block_bytes = record.block_bytes;
   l->fn(&event, l->context);
 }
 

@@ -245,6 +245,23 @@ def scenario_pool_memory_stays_counted_after_reset_accumulated_stats(torch, phas
     del x, y, pool
 
 
+def scenario_max_memory_allocated_is_the_peak_of_the_sum(torch, phasealloc):
+    """A pool's block freed before a larger phase begins: the process's peak is the larger of the
+    two, not their sum (under the bridge the two allocators keep separate peaks)."""
+    torch.empty(1, device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        a = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+    del a
+    b = torch.empty(96 * MIB, dtype=torch.uint8, device="cuda")
+    assert torch.cuda.max_memory_allocated() - base == 96 * MIB, (torch.cuda.max_memory_allocated() - base) / MIB
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+    del b, pool
+
+
 # --- out of memory ----------------------------------------------------------------------------------
 
 
