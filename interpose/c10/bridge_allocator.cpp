@@ -4,7 +4,6 @@
 #include <array>
 #include <utility>
 
-#include <c10/core/impl/GPUTrace.h>
 #include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -13,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include "books.hpp"
+#include "usage_reports.hpp"
 #include "phasealloc_c_api.h"
 
 namespace phasealloc::c10_bridge {
@@ -53,17 +53,6 @@ c10::DataPtr with_raw_deleter(c10::DataPtr data, c10::DeleterFnPtr native_delete
   return {ptr, ptr, &raw_delete_fn, where};
 }
 
-// torch.profiler(profile_memory=True): PyTorch's allocator reports every allocation and free to the
-// profiler of the calling thread. The engine's event (on this thread, under its lock) notes the block;
-// the bridge reports it once the call into phasealloc has returned (the books are read then).
-struct profiled_event {
-  bool pending = false;
-  void* ptr = nullptr;
-  int64_t bytes = 0;  ///< Negative for a free.
-  int device = 0;
-};
-thread_local profiled_event t_profiled;
-
 // The engine's out-of-memory message while native tries a use_on_oom pool for the same request.
 thread_local std::string t_oom_message;
 
@@ -77,29 +66,6 @@ struct in_native_scope {
   in_native_scope(const in_native_scope&) = delete;
   in_native_scope& operator=(const in_native_scope&) = delete;
 };
-
-[[gnu::cold, gnu::noinline]] void report_profiled() {
-  const profiled_event e = t_profiled;
-  t_profiled.pending = false;
-  const auto stats = engine_stats(static_cast<c10::DeviceIndex>(e.device));
-  c10::reportMemoryUsageToProfiler(e.ptr, e.bytes, static_cast<std::size_t>(stats.allocated_bytes[0].current),
-                                   static_cast<std::size_t>(stats.reserved_bytes[0].current),
-                                   c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(e.device)));
-}
-
-// GPU tracing (torch.cuda._sanitizer, torch.cuda._gpu_trace callbacks): PyTorch's allocator
-// reports each allocation and each free to the tracing interpreter when one is active.
-void trace_allocation(void* ptr) {
-  if (const c10::impl::PyInterpreter* interp = c10::impl::GPUTrace::get_trace()) [[unlikely]] {
-    (*interp)->trace_gpu_memory_allocation(c10::kCUDA, reinterpret_cast<uintptr_t>(ptr));
-  }
-}
-
-void trace_deallocation(void* ptr) {
-  if (const c10::impl::PyInterpreter* interp = c10::impl::GPUTrace::get_trace()) [[unlikely]] {
-    (*interp)->trace_gpu_memory_deallocation(c10::kCUDA, reinterpret_cast<uintptr_t>(ptr));
-  }
-}
 
 bool is_default_pool(c10::MempoolId_t pool) { return pool.first == 0 && pool.second == 0; }
 
@@ -124,7 +90,7 @@ void bridge_allocator::free_engine_block(void* ptr, int device) {
     memory_history::pending_guard pending(bridge != nullptr ? bridge->history_.gather_for_free() : nullptr);
     phasealloc_free(ptr, 0, device, nullptr);
   }
-  if (t_profiled.pending) [[unlikely]] report_profiled();
+  if (t_profiled.pending) [[unlikely]] report_to_profiler();
 }
 
 // --- allocation ------------------------------------------------------------------------------------
@@ -139,7 +105,7 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
   };
   void* ptr = try_malloc();
   if (ptr != nullptr) [[likely]] {
-    if (t_profiled.pending) [[unlikely]] report_profiled();
+    if (t_profiled.pending) [[unlikely]] report_to_profiler();
     trace_allocation(ptr);
     return ptr;
   }
@@ -151,7 +117,7 @@ void* bridge_allocator::engine_malloc(std::size_t bytes, c10::DeviceIndex device
   if (out_of_memory != 0 && release_native_cache(device)) {
     ptr = try_malloc();
     if (ptr != nullptr) {
-      if (t_profiled.pending) report_profiled();
+      if (t_profiled.pending) report_to_profiler();
       trace_allocation(ptr);
       return ptr;
     }
@@ -486,12 +452,7 @@ void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tr
 
 void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self) noexcept {
   static_cast<bridge_allocator*>(self)->peaks_.on_block_event(event->device, event->action, event->block_bytes);
-  if ((event->action == PHASEALLOC_EVENT_ALLOC || event->action == PHASEALLOC_EVENT_FREE_REQUESTED) &&
-      c10::memoryProfilingEnabled()) [[unlikely]] {
-    const auto bytes = static_cast<int64_t>(event->size);
-    t_profiled = {true, reinterpret_cast<void*>(event->addr),
-                  event->action == PHASEALLOC_EVENT_ALLOC ? bytes : -bytes, event->device};
-  }
+  note_for_profiler(*event);
   static_cast<bridge_allocator*>(self)->history_.on_event(*event);
 }
 
