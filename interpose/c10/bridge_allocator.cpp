@@ -142,8 +142,7 @@ bool bridge_allocator::native_may_serve(c10::DeviceIndex device, std::size_t byt
 }
 
 template <class F>
-auto bridge_allocator::after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call()) {
-  const std::string message = std::move(t_oom_message);
+auto bridge_allocator::in_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call()) {
   cap_.before_native(device);
   const in_native_scope scope;
   try {
@@ -151,13 +150,20 @@ auto bridge_allocator::after_oom_from_native(c10::DeviceIndex device, F&& native
     cap_.after_native(device);
     native_changed(device);
     return result;
-  } catch (const c10::OutOfMemoryError&) {
-    // Native reported it (its history and the OOM observers); the error says what phasealloc saw.
-    cap_.after_native(device);
-    C10_THROW_ERROR(OutOfMemoryError, message);
   } catch (...) {
     cap_.after_native(device);
     throw;
+  }
+}
+
+template <class F>
+auto bridge_allocator::after_oom_from_native(F&& native_call) -> decltype(native_call()) {
+  const std::string message = std::move(t_oom_message);
+  try {
+    return native_call();
+  } catch (const c10::OutOfMemoryError&) {
+    // Native reported it (its history and the OOM observers); the error says what phasealloc saw.
+    C10_THROW_ERROR(OutOfMemoryError, message);
   }
 }
 
@@ -192,17 +198,7 @@ bool bridge_allocator::release_native_cache(c10::DeviceIndex device) {
 }
 
 c10::DataPtr bridge_allocator::native_pool_allocate(std::size_t bytes, c10::DeviceIndex device) {
-  cap_.before_native(device);
-  const in_native_scope scope;
-  try {
-    c10::DataPtr data = with_raw_deleter(native_->allocate(bytes), native_->raw_deleter());
-    cap_.after_native(device);
-    native_changed(device);
-    return data;
-  } catch (...) {
-    cap_.after_native(device);
-    throw;
-  }
+  return in_native(device, [&] { return with_raw_deleter(native_->allocate(bytes), native_->raw_deleter()); });
 }
 
 void bridge_allocator::native_changed(c10::DeviceIndex device) {
@@ -222,9 +218,7 @@ c10::DataPtr bridge_allocator::allocate(std::size_t bytes) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   if (!isEnabled() || routes_.routed(device, stream)) return native_pool_allocate(bytes, device);
   void* ptr = engine_malloc(bytes, device, stream);
-  if (ptr == nullptr) [[unlikely]] {
-    return after_oom_from_native(device, [&] { return with_raw_deleter(native_->allocate(bytes), native_->raw_deleter()); });
-  }
+  if (ptr == nullptr) [[unlikely]] return after_oom_from_native([&] { return native_pool_allocate(bytes, device); });
   return {ptr, ptr, k_deleters[static_cast<std::size_t>(device)], where};
 }
 
@@ -243,24 +237,11 @@ void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t st
   if (bytes == 0) return nullptr;
   const c10::DeviceIndex device = c10::cuda::current_device();
   const bool to_native = t_in_native == 0 && (!isEnabled() || routes_.routed(device, stream));
-  void* ptr = nullptr;
-  if (to_native) {
-    cap_.before_native(device);
-    const in_native_scope scope;
-    try {
-      ptr = native_->raw_alloc_with_stream(bytes, stream);
-    } catch (...) {
-      cap_.after_native(device);
-      throw;
-    }
-    cap_.after_native(device);
-    native_changed(device);
-  } else {
-    ptr = engine_malloc(bytes, device, stream);
-  }
+  const auto native_alloc = [&] { return in_native(device, [&] { return native_->raw_alloc_with_stream(bytes, stream); }); };
+  void* ptr = to_native ? native_alloc() : engine_malloc(bytes, device, stream);
   bool native_owns = to_native;
   if (ptr == nullptr) [[unlikely]] {
-    ptr = after_oom_from_native(device, [&] { return native_->raw_alloc_with_stream(bytes, stream); });
+    ptr = after_oom_from_native(native_alloc);
     native_owns = true;
   }
   try {

@@ -156,10 +156,13 @@ class bridge_allocator final : public cca::CUDAAllocator {
   void report_oom(c10::DeviceIndex device, std::size_t bytes, cudaStream_t stream, const std::string& message);
   /// Whether native caches at least `bytes` free on `device` (a MemPool(use_on_oom=True) may serve them).
   bool native_may_serve(c10::DeviceIndex device, std::size_t bytes);
-  /// `native_call` for a request the engine could not serve (engine_malloc returned nullptr), within
-  /// the memory cap; its out-of-memory error carries the engine's message.
+  /// `native_call` (an allocation by native) within the memory cap, with the combined peak told after.
   template <class F>
-  auto after_oom_from_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call());
+  auto in_native(c10::DeviceIndex device, F&& native_call) -> decltype(native_call());
+  /// `native_call` for a request the engine could not serve (engine_malloc returned nullptr); its
+  /// out-of-memory error carries the engine's message.
+  template <class F>
+  auto after_oom_from_native(F&& native_call) -> decltype(native_call());
   /// After native allocated or freed: the combined peak reads native's allocated bytes (-1: every device).
   void native_changed(c10::DeviceIndex device);
   /// Frees native's cached free blocks (private pools included) so the engine can grow into them;

@@ -140,14 +140,14 @@ def enable(conf=None, detect_phases=True, library=None):
 def _requested_backend():
     """(variable, backend) when PYTORCH_ALLOC_CONF (read first, as PyTorch does) or
     PYTORCH_CUDA_ALLOC_CONF names an allocator backend, else (None, None)."""
-    import re
+    from ._bridge import backend_named
 
     for variable in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
         value = os.environ.get(variable)
         if value is None:
             continue
-        match = re.search(r"(?:^|,)\s*backend\s*:\s*([A-Za-z_]+)", value)
-        return (variable, match.group(1)) if match else (None, None)
+        backend = backend_named(value)
+        return (variable, backend) if backend else (None, None)
     return None, None
 
 

@@ -111,6 +111,12 @@ def _wrap_share_cuda(torch, handle):
 _BACKEND_KEY = re.compile(r"(?:^|,)\s*backend\s*:\s*([A-Za-z_]+)")
 
 
+def backend_named(settings):
+    """The allocator backend a PYTORCH_CUDA_ALLOC_CONF-style string names, or None."""
+    match = _BACKEND_KEY.search(settings)
+    return match.group(1) if match else None
+
+
 def _wrap_allocator_settings(torch):
     """torch.cuda.memory._set_allocator_settings("backend:...") at run time: PyTorch refuses any
     backend other than the one it started with, with an internal assert ("Allocator backend parsed at
@@ -120,9 +126,8 @@ def _wrap_allocator_settings(torch):
 
     @functools.wraps(original)
     def _set_allocator_settings(env):
-        match = _BACKEND_KEY.search(env)
-        if match and match.group(1) != "phasealloc":
-            backend = match.group(1)
+        backend = backend_named(env)
+        if backend not in (None, "phasealloc"):
             how = ("start the process without phasealloc (PHASEALLOC=0)" if backend == "native" else
                    "set backend:%s in PYTORCH_CUDA_ALLOC_CONF before the process starts (phasealloc then stays "
                    "out of the way)" % backend)
