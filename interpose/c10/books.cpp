@@ -97,7 +97,9 @@ void add_stats(DeviceStats& into, const DeviceStats& more) {
   add_array(into.active_bytes, more.active_bytes);
   add_array(into.inactive_split_bytes, more.inactive_split_bytes);
   add_array(into.requested_bytes, more.requested_bytes);
+#if PHASEALLOC_TORCH_HAS_PRIVATE_POOL_RESERVED
   for (const auto& [pool, stats] : more.reserved_bytes_by_private_pools) into.reserved_bytes_by_private_pools[pool] = stats;
+#endif
   into.num_alloc_retries += more.num_alloc_retries;
   into.num_ooms += more.num_ooms;
   add_stat(into.oversize_allocations, more.oversize_allocations);
@@ -105,7 +107,9 @@ void add_stats(DeviceStats& into, const DeviceStats& more) {
   into.num_sync_all_streams += more.num_sync_all_streams;
   into.num_device_alloc += more.num_device_alloc;
   into.num_device_free += more.num_device_free;
+#if PHASEALLOC_TORCH_HAS_OOM_REJECTION_STAT
   into.num_oom_rejections += more.num_oom_rejections;
+#endif
 }
 
 std::vector<SegmentInfo> engine_segments() {

@@ -398,10 +398,12 @@ cca::SnapshotInfo bridge_allocator::snapshot(c10::MempoolId_t pool, bool include
   return out;
 }
 
+#if PHASEALLOC_TORCH_HAS_CONTEXT_FOR_POINTER
 std::shared_ptr<c10::GatheredContext> bridge_allocator::getContextForPointer(const void* ptr) {
   if (phasealloc_owner_device(ptr) >= 0) return history_.block_context(reinterpret_cast<std::size_t>(ptr));
   return native_->getContextForPointer(ptr);
 }
+#endif
 
 void bridge_allocator::recordHistory(bool enabled, cca::CreateContextFn recorder, std::size_t max_entries,
                                      cca::RecordContext when, bool clear,
@@ -422,9 +424,11 @@ void bridge_allocator::attachOutOfMemoryObserver(cca::OutOfMemoryObserver observ
   native_->attachOutOfMemoryObserver(std::move(observer));
 }
 
+#if PHASEALLOC_TORCH_HAS_OOM_REJECTION
 void bridge_allocator::attachOomRejectionObserver(cca::OomRejectionObserver observer) {
   native_->attachOomRejectionObserver(std::move(observer));
 }
+#endif
 
 void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) {
   history_.attach_tracker(tracker);
@@ -452,6 +456,7 @@ void bridge_allocator::setUserMetadata(const std::string& metadata) {
   native_->setUserMetadata(metadata);
 }
 
+#if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
 void bridge_allocator::annotateMemory(const void* ptr, const std::string& metadata) {
   if (const int device = phasealloc_owner_device(ptr); device >= 0) {
     history_.annotate(static_cast<c10::DeviceIndex>(device), reinterpret_cast<std::size_t>(ptr), metadata);
@@ -459,6 +464,7 @@ void bridge_allocator::annotateMemory(const void* ptr, const std::string& metada
     native_->annotateMemory(ptr, metadata);
   }
 }
+#endif
 
 // --- pools, IPC, peers ---------------------------------------------------------------------------------
 
@@ -470,9 +476,11 @@ cca::CheckpointDelta bridge_allocator::setCheckpointPoolState(c10::DeviceIndex d
   return delta;
 }
 
+#if PHASEALLOC_TORCH_HAS_ALLOCATE_WITH_ADDRESS
 c10::DataPtr bridge_allocator::allocateWithAddress(std::size_t size, void* addr) {
   return with_raw_deleter(native_->allocateWithAddress(size, addr), native_->raw_deleter());
 }
+#endif
 
 void bridge_allocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
                                            std::function<bool(cudaStream_t)> filter) {

@@ -94,26 +94,36 @@ class bridge_allocator final : public cca::CUDAAllocator {
   // CUDAAllocator: books and history
   cca::SnapshotInfo snapshot(c10::MempoolId_t pool, bool include_traces) override;
   bool isHistoryEnabled() override { return history_.enabled(); }
+#if PHASEALLOC_TORCH_HAS_CONTEXT_FOR_POINTER
   std::shared_ptr<c10::GatheredContext> getContextForPointer(const void* ptr) override;
+#endif
   void recordHistory(bool enabled, cca::CreateContextFn recorder, std::size_t max_entries, cca::RecordContext when,
                      bool clear, const std::vector<std::string>& skip_actions) override;
   void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override;
   void pushCompileContext(std::string& md) override;
   void popCompileContext() override;
+#if PHASEALLOC_TORCH_HAS_USER_METADATA_SUPPORT
   bool supportsUserMetadata() override { return true; }
+#endif
   void setUserMetadata(const std::string& metadata) override;
   std::string getUserMetadata() override { return history_.user_metadata(); }
+#if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
   void annotateMemory(const void* ptr, const std::string& metadata) override;
+#endif
   void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override;
+#if PHASEALLOC_TORCH_HAS_OOM_REJECTION
   void attachOomRejectionObserver(cca::OomRejectionObserver observer) override;
+#endif
   void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override;
 
   // CUDAAllocator: private pools and graphs (native's)
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool,
                            std::function<bool(cudaStream_t)> filter) override;
   void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t pool) override;
+#if PHASEALLOC_TORCH_HAS_CAPTURE_MARKS
   void markCaptureBegin(c10::DeviceIndex device) override { native_->markCaptureBegin(device); }
   void markCaptureEnd(c10::DeviceIndex device) override { native_->markCaptureEnd(device); }
+#endif
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) override { native_->releasePool(device, pool); }
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t pool) override {
     return native_->getPoolUseCount(device, pool);
@@ -136,7 +146,9 @@ class bridge_allocator final : public cca::CUDAAllocator {
   /// Native's, with the blocks it hands back under the bridge's raw deleter (with_raw_deleter).
   cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
                                               std::shared_ptr<cca::AllocatorState> state) override;
+#if PHASEALLOC_TORCH_HAS_ALLOCATE_WITH_ADDRESS
   c10::DataPtr allocateWithAddress(std::size_t size, void* addr) override;
+#endif
 
   // CUDAAllocator: IPC and peers
   cca::ShareableHandle shareIpcHandle(void* ptr) override;

@@ -9,7 +9,11 @@ namespace {
 
 thread_local context_ptr t_pending;
 
+#if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
 constexpr std::size_t action_count = static_cast<std::size_t>(TraceEntry::ANNOTATE) + 1;
+#else
+constexpr std::size_t action_count = static_cast<std::size_t>(TraceEntry::OOM) + 1;
+#endif
 
 TraceEntry::Action to_action(int action) {
   switch (action) {
@@ -128,6 +132,7 @@ void memory_history::on_oom(c10::DeviceIndex device, std::size_t free_bytes, std
                                 when_ == RecordContext::STATE ? nullptr : t_pending));
 }
 
+#if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
 void memory_history::annotate(c10::DeviceIndex device, std::size_t addr, const std::string& metadata) {
   std::lock_guard lock(mutex_);
   if (!enabled_ && trackers_.empty()) return;
@@ -135,6 +140,7 @@ void memory_history::annotate(c10::DeviceIndex device, std::size_t addr, const s
   entry.user_metadata_ = metadata;
   push_locked(std::move(entry));
 }
+#endif
 
 void memory_history::set_user_metadata(const std::string& metadata) {
   std::lock_guard lock(mutex_);

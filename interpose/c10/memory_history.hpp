@@ -63,8 +63,10 @@ class memory_history {
 
   /// An engine event (from the listener). Never throws.
   void on_event(const phasealloc_event& event) noexcept;
+#if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
   /// An annotation of the live allocation at `addr` (_annotate_memory).
   void annotate(c10::DeviceIndex device, std::size_t addr, const std::string& metadata);
+#endif
   /// The user metadata every new entry carries ("" for none).
   void set_user_metadata(const std::string& metadata);
   std::string user_metadata() const;

@@ -1,7 +1,9 @@
-"""The simulator covers the wheel: the checked-in CUDA surface (tools/simcuda/surface/) is the
-installed wheel's, and every stand-in exports every function of it under the real SONAME and
-symbol-version node. A torch upgrade that needs new functions fails here with their names."""
+"""The simulator covers the wheels: the checked-in CUDA surface of the installed torch
+(tools/simcuda/surface/torch-X.Y.Z.txt) is that wheel's, and every stand-in exports every function
+of every checked-in surface under the real SONAME and symbol-version node. A torch upgrade that
+needs new functions fails here with their names."""
 
+import glob
 import os
 import re
 import subprocess
@@ -12,23 +14,36 @@ import pytest
 import sim_harness
 
 SIMCUDA = os.path.join(sim_harness.REPO, "tools", "simcuda")
-SURFACE = os.path.join(SIMCUDA, "surface", "torch-2.15.0.txt")
+SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")))
 
 
 def read_surface(path):
     section, libraries, symbols = None, {}, set()
+    facts = {}
     for line in open(path):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("["):
             section = line
+        elif section == "[facts]":
+            key, _, value = line.partition("=")
+            facts[key.strip()] = value.strip()
         elif section == "[libraries]":
             name, node = line.split()
             libraries[name] = node.split("=", 1)[1]
         elif section == "[symbols]":
             library, name, _ = line.split()
             symbols.add((library, name))
+    return libraries, symbols, facts
+
+
+def union_of_surfaces():
+    libraries, symbols = {}, set()
+    for path in SURFACES:
+        more_libraries, more_symbols, _ = read_surface(path)
+        libraries.update(more_libraries)
+        symbols |= more_symbols
     return libraries, symbols
 
 
@@ -43,13 +58,18 @@ def test_the_checked_in_surface_is_the_installed_wheels(tmp_path):
     sim_harness.skip_or_fail()
     out = tmp_path / "surface.txt"
     subprocess.run([sys.executable, os.path.join(SIMCUDA, "gen", "wheel_surface.py"), "-o", str(out)], check=True)
-    _, installed = read_surface(str(out))
-    _, checked_in = read_surface(SURFACE)
+    _, installed, facts = read_surface(str(out))
+    release = facts["torch"].split("+", 1)[0]
+    surface = os.path.join(SIMCUDA, "surface", "torch-%s.txt" % release)
+    assert os.path.exists(surface), (
+        "no checked-in surface for the installed torch %s: write it with gen/wheel_surface.py -o %s" % (
+            facts["torch"], os.path.relpath(surface, sim_harness.REPO)))
+    _, checked_in, _ = read_surface(surface)
     added = sorted("%s %s" % s for s in installed - checked_in)
     removed = sorted("%s %s" % s for s in checked_in - installed)
     assert not added and not removed, (
         "the installed torch's CUDA surface differs from %s (regenerate it with gen/wheel_surface.py, then emulate "
-        "what the new functions need):\n  needs now: %s\n  no longer: %s" % (SURFACE, added, removed))
+        "what the new functions need):\n  needs now: %s\n  no longer: %s" % (surface, added, removed))
 
 
 def exported(path):
@@ -71,7 +91,7 @@ def soname(path):
 
 def test_every_stand_in_exports_its_surface_under_the_real_soname_and_node():
     sim_harness.skip_or_fail()
-    libraries, symbols = read_surface(SURFACE)
+    libraries, symbols = union_of_surfaces()
     lib_dir = sim_harness.sim_dir()
     problems = []
     for library, node in sorted(libraries.items()):
@@ -97,13 +117,14 @@ def test_every_stand_in_exports_its_surface_under_the_real_soname_and_node():
 def test_every_dt_needed_cuda_library_of_the_wheel_has_a_stand_in():
     sim_harness.skip_or_fail()
     needed = set()
-    section = None
-    for line in open(SURFACE):
-        line = line.strip()
-        if line.startswith("["):
-            section = line
-        elif section == "[needed]" and line:
-            needed.update(line.split()[1:])
+    for surface in SURFACES:
+        section = None
+        for line in open(surface):
+            line = line.strip()
+            if line.startswith("["):
+                section = line
+            elif section == "[needed]" and line:
+                needed.update(line.split()[1:])
     assert needed, "the surface lists no DT_NEEDED CUDA libraries"
     missing = sorted(n for n in needed if not os.path.exists(os.path.join(sim_harness.sim_dir(), n)))
     assert missing == []

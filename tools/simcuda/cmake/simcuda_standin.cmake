@@ -23,12 +23,16 @@ function(simcuda_standin)
   if(EXISTS ${extra})
     set(extra_dep ${extra})
   endif()
+  set(surface_args "")
+  foreach(surface ${SIMCUDA_SURFACES})
+    list(APPEND surface_args --surface ${surface})
+  endforeach()
   add_custom_command(
     OUTPUT ${stubs_c} ${version_map}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${gen_dir}
-    COMMAND ${Python3_EXECUTABLE} ${generator} --surface ${SIMCUDA_SURFACE} --library ${arg_LIBRARY}
+    COMMAND ${Python3_EXECUTABLE} ${generator} ${surface_args} --library ${arg_LIBRARY}
             --extra ${extra} --out-c ${stubs_c} --out-map ${version_map}
-    DEPENDS ${generator} ${SIMCUDA_SURFACE} ${extra_dep}
+    DEPENDS ${generator} ${SIMCUDA_SURFACES} ${extra_dep}
     COMMENT "simcuda: stubs and exports of ${arg_LIBRARY}"
     VERBATIM)
 
