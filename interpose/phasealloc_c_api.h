@@ -183,6 +183,8 @@ typedef struct phasealloc_event {
   size_t size;        /* as PyTorch's trace records it: a block's requested bytes, a segment's bytes */
   void* stream;
   size_t block_bytes; /* alloc / free_requested / free_completed: the block's bytes (allocated_bytes' unit) */
+  size_t reserved_bytes; /* the device's reserved bytes (all pools) once this event has happened: every
+                            change of them comes with a segment event, so a host follows them exactly */
 } phasealloc_event;
 /* Called on the thread that caused the event, under that device's engine lock: it must return
  * quickly, must not throw, and must not call back into phasealloc. */

@@ -88,6 +88,7 @@ void engine_impl::send(trace_op op, device_address addr, std::size_t requested, 
   r.phase = phases_.current();
   r.tag = tag;
   r.name = name;
+  r.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   sink_->on_event(r);
 }
 

@@ -260,6 +260,41 @@ def scenario_max_memory_allocated_is_the_peak_of_the_sum(torch, phasealloc):
     del b, pool
 
 
+def scenario_max_memory_reserved_is_the_peak_of_the_sum(torch, phasealloc):
+    """Default memory reserved, freed and given back before a pool reserves: the process's peak of
+    reserved bytes is the larger of the two (under the bridge they are two allocators), and a later
+    rise of default memory while the pool holds its own counts both."""
+    torch.empty(1, device="cuda")
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_reserved()
+
+    def peak():
+        stats_peak = torch.cuda.memory_stats()["reserved_bytes.all.peak"]
+        assert stats_peak == torch.cuda.max_memory_reserved(), (stats_peak, torch.cuda.max_memory_reserved())
+        return stats_peak - base
+
+    a = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+    first = torch.cuda.memory_reserved() - base
+    assert first >= 256 * MIB, first / MIB
+    del a
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == base, (torch.cuda.memory_reserved() - base) / MIB
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        b = torch.empty(192 * MIB, dtype=torch.uint8, device="cuda")
+    second = torch.cuda.memory_reserved() - base
+    assert 192 * MIB <= second < first, second / MIB
+    assert peak() == first, (peak() / MIB, first / MIB)  # not first + second
+    c = torch.empty(128 * MIB, dtype=torch.uint8, device="cuda")
+    third = torch.cuda.memory_reserved() - base
+    assert third > first, (third / MIB, first / MIB)
+    assert peak() == third, (peak() / MIB, third / MIB)
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_reserved() == torch.cuda.memory_reserved()
+    del b, c, pool
+
+
 # --- out of memory ----------------------------------------------------------------------------------
 
 

@@ -396,6 +396,48 @@ TEST_F(EngineVmmTest, PageReleaseReturnsHolesBetweenLiveBlocks) {
   for (device_address p : {a, again, c}) EXPECT_EQ(engine_.deallocate(p), errc::ok);
 }
 
+// A host that adds the engine's reserved bytes to another allocator's (the c10 bridge's peak of
+// reserved) follows them from the events alone: each segment event carries the level after it,
+// also where a segment whose pages were unmapped earlier is released (its segment_free names the
+// whole segment, more than it gives back).
+TEST(EngineEventsTest, EverySegmentEventCarriesTheReservedBytesAfterIt) {
+  sim_device device(sim_config{.capacity_bytes = 256 * mib, .virtual_memory = true});
+  basic_policy policy(basic_policy_options{.large_round_bytes = 16 * mib});  // whole segments, pages unmappable
+  engine e(device, policy, strict_options());
+  recording_sink sink;
+  e.set_trace_sink(&sink);
+  const auto reserved = [&] { return static_cast<std::size_t>(e.stats().reserved_bytes[stat_type::all].current); };
+  const auto last_segment_event = [&]() -> const trace_record& {
+    const auto it = std::find_if(sink.records.rbegin(), sink.records.rend(), [](const trace_record& r) {
+      return r.op == trace_op::segment_alloc || r.op == trace_op::segment_map || r.op == trace_op::segment_unmap ||
+             r.op == trace_op::segment_free;
+    });
+    EXPECT_NE(it, sink.records.rend());
+    return *it;
+  };
+
+  const device_address a = e.allocate(4 * mib, 0).value();  // [a 4][free 12] in one 16 MiB segment
+  const device_address b = e.allocate(4 * mib, 0).value();  // [a 4][b 4][free 8]
+  EXPECT_EQ(last_segment_event().op, trace_op::segment_alloc);
+  EXPECT_EQ(last_segment_event().reserved_bytes, 16 * mib);
+  EXPECT_EQ(sink.records.back().reserved_bytes, reserved());  // block events carry it too
+  EXPECT_EQ(e.deallocate(a), errc::ok);
+  release_step pages;
+  pages.what = release_what::free_pages;
+  EXPECT_EQ(e.release({pages}), 12 * mib);  // the 4 MiB hole and the 8 MiB tail
+  EXPECT_EQ(last_segment_event().op, trace_op::segment_unmap);
+  EXPECT_EQ(last_segment_event().reserved_bytes, 4 * mib);
+  EXPECT_EQ(reserved(), 4 * mib);
+  EXPECT_EQ(e.deallocate(b), errc::ok);
+  e.empty_cache();
+  const trace_record& freed = last_segment_event();
+  EXPECT_EQ(freed.op, trace_op::segment_free);
+  EXPECT_EQ(freed.block_bytes, 16 * mib);  // the segment's size, as PyTorch's trace names it...
+  EXPECT_EQ(freed.reserved_bytes, 0u);     // ...while only the 4 MiB still mapped went back
+  EXPECT_EQ(reserved(), 0u);
+  e.set_trace_sink(nullptr);
+}
+
 TEST(EngineExpandableFallback, AnExpandablePoolOnAWholeSegmentDeviceUsesSegments) {
   sim_device device(sim_config{.capacity_bytes = 64 * mib});
   basic_policy policy(basic_policy_options{.expandable_large = true});
