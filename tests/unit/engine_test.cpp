@@ -66,6 +66,31 @@ TEST_F(EngineTest, AllocatesRoundedBlocksAndCountsThemLikeTorch) {
   EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].peak, 1024);
 }
 
+// A caller that sizes requests its own way (the c10 bridge under PyTorch's roundup_power2_divisions)
+// gets a block of at least its size, while the books keep the request's own size.
+TEST_F(EngineTest, AMinimumBlockSizeShapesTheBlockButNotTheRequest) {
+  const std::size_t bytes = 3 * mib + 1;
+  recording_sink sink;
+  engine_.set_trace_sink(&sink);
+  const device_address a = engine_.allocate(bytes, 0, 0, 8 * mib).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(8 * mib));
+  EXPECT_EQ(engine_.stats().requested_bytes[stat_type::all].current, static_cast<std::int64_t>(bytes));
+  EXPECT_EQ(sink.records.back().op, trace_op::alloc);
+  EXPECT_EQ(sink.records.back().requested_bytes, bytes);
+  EXPECT_EQ(sink.records.back().block_bytes, 8 * mib);
+  EXPECT_EQ(engine_.deallocate(a, bytes), errc::ok);  // a free names the request's size
+  // The same request without the minimum is the policy's own size (no answer reused from above;
+  // the cached 8 MiB block is split, as the basic policy splits more than 1 MiB off).
+  const device_address b = engine_.allocate(bytes, 0).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(round_up(bytes, 512)));
+  EXPECT_EQ(engine_.deallocate(b, bytes), errc::ok);
+  // A minimum below the request changes nothing.
+  const device_address c = engine_.allocate(bytes, 0, 0, 1 * mib).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(round_up(bytes, 512)));
+  EXPECT_EQ(engine_.deallocate(c, bytes), errc::ok);
+  engine_.set_trace_sink(nullptr);
+}
+
 TEST_F(EngineTest, ReusesACachedBlockWithoutAskingTheDevice) {
   const device_address a = must_allocate(8 * mib);
   EXPECT_EQ(engine_.deallocate(a), errc::ok);
