@@ -103,6 +103,14 @@ PHASEALLOC_API int phasealloc_reset_peak_stats(int device);        /* -1: every 
 /* The engine's limit on reserved bytes, in bytes: 0 = none, 1 = nothing fits. The c10 bridge sets it
  * to a per-process memory fraction's cap less what PyTorch's own allocator holds. 0 or -1 (last error). */
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes);
+/* Every later request of every engine is rounded as PyTorch's allocator rounds it under
+ * roundup_power2_divisions with this table: `divisions[i]` for PyTorch's interval i (sizes in
+ * [2^i MiB, 2^(i+1) MiB); the first also below, the 16th also above), 0 or a power of two, the
+ * intervals from `count` on 0. The block is at least the rounded size; the request's own size stays
+ * its requested bytes. Only 0s and 1s (or count 0): no rounding, the policy's own sizing (the
+ * default). The c10 bridge sets it whenever the job changes PyTorch's allocator settings at run
+ * time. 0, or -1 (count > 16, a value neither 0 nor a power of two; last error). */
+PHASEALLOC_API int phasealloc_set_request_divisions(const size_t* divisions, size_t count);
 /* held != 0: a CUDA graph capture (or a private-pool route) is under way on `device`; until it is
  * let go (held = 0), the device's engine frees nothing and waits on no event: phase-transition
  * releases, empty_cache and out-of-memory releases are skipped, as PyTorch's allocator skips them
@@ -183,6 +191,8 @@ typedef struct phasealloc_event {
   size_t size;        /* as PyTorch's trace records it: a block's requested bytes, a segment's bytes */
   void* stream;
   size_t block_bytes; /* alloc / free_requested / free_completed: the block's bytes (allocated_bytes' unit) */
+  size_t reserved_bytes; /* the device's reserved bytes (all pools) once this event has happened: every
+                            change of them comes with a segment event, so a host follows them exactly */
 } phasealloc_event;
 /* Called on the thread that caused the event, under that device's engine lock: it must return
  * quickly, must not throw, and must not call back into phasealloc. */

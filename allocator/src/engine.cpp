@@ -14,8 +14,9 @@
 //   The hot path (issue 16): a free with nothing to wait for defers its merge (deferred_free.cpp),
 //   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
 //   request that took it last time, and a correct free that defers. The policy's rounding and pool
-//   for the same (size, stream, tag) are reused until a policy hook that may change its state runs
-//   (before_grow, on_oom, on_transition, a release plan): round_bytes and pool_for are const.
+//   for the same (size, least block size, stream, tag) are reused until a policy hook that may
+//   change its state runs (before_grow, on_oom, on_transition, a release plan): round_bytes and
+//   pool_for are const.
 // Limitations: one lock per engine (per device, engine_lock.hpp); contention is measured in bench/.
 //   A policy whose round_bytes or pool_for answers change without one of its hooks being called
 //   (a clock, a mutable counter) would be served stale answers by the reuse.
@@ -88,6 +89,7 @@ void engine_impl::send(trace_op op, device_address addr, std::size_t requested, 
   r.phase = phases_.current();
   r.tag = tag;
   r.name = name;
+  r.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   sink_->on_event(r);
 }
 
@@ -114,10 +116,11 @@ void engine_impl::check_or_abort() const {
 
 // --- allocation --------------------------------------------------------------------------------
 
-result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std::size_t place_bytes, stream_id stream,
+                                                      std::uint32_t tag) {
   if (!pending_.empty() && !device_calls_held_) process_events();
   const alloc_request request{bytes, stream, phases_.current(), tag};
-  if (bytes > max_request_bytes()) {
+  if (place_bytes > max_request_bytes()) {
     // More than the whole device (a size near 2^64 from a bad trace or caller): no policy can
     // round it without overflow and no device can hold it. Out of memory, before the policy sees it.
     settle();
@@ -125,18 +128,19 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, str
     ++stats_.num_ooms;
     ++phases_.current_stats().num_ooms;
     emit(trace_op::oom, 0, bytes, bytes, stream, tag);
-    fill_oom_report(request, "(none: larger than the device)", bytes, 0, error);
+    fill_oom_report(request, "(none: larger than the device)", place_bytes, 0, error);
     after_operation();
     return error;
   }
   // The policy's answers for the same request as last time (see the note on forget_policy_answers).
-  if (last_answer_.bytes != bytes || last_answer_.stream != stream || last_answer_.tag != tag) {
-    const std::size_t rounded = policy_.round_bytes(bytes);
-    PHASEALLOC_CHECK(rounded >= bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(), bytes,
-                     rounded);
+  if (last_answer_.bytes != bytes || last_answer_.place_bytes != place_bytes || last_answer_.stream != stream ||
+      last_answer_.tag != tag) {
+    const std::size_t rounded = policy_.round_bytes(place_bytes);
+    PHASEALLOC_CHECK(rounded >= place_bytes && rounded > 0, "policy '{}' rounded {} bytes to {}", policy_.spec(),
+                     place_bytes, rounded);
     const pool_id pool = policy_.pool_for(request, rounded);
     PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
-    last_answer_ = {bytes, stream, tag, rounded, pool};
+    last_answer_ = {bytes, place_bytes, stream, tag, rounded, pool};
   }
   const std::size_t rounded = last_answer_.rounded;
   const pool_id pool = last_answer_.pool;
@@ -471,10 +475,12 @@ engine::engine(device& dev, policy& pol, engine_options options)
     : impl_(std::make_unique<detail::engine_impl>(dev, pol, options)) {}
 engine::~engine() = default;
 
-result<device_address, alloc_error> engine::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+result<device_address, alloc_error> engine::allocate(std::size_t bytes, stream_id stream, std::uint32_t tag,
+                                                 std::size_t min_block_bytes) {
+  const std::size_t place_bytes = std::max(bytes, min_block_bytes);
   std::lock_guard lock(impl_->mutex_);
-  if (const device_address addr = impl_->allocate_hot(bytes, stream, tag)) return addr;
-  return impl_->allocate(bytes, stream, tag);
+  if (const device_address addr = impl_->allocate_hot(bytes, place_bytes, stream, tag)) return addr;
+  return impl_->allocate(bytes, place_bytes, stream, tag);
 }
 errc engine::deallocate(device_address addr, std::size_t size_bytes) {
   std::lock_guard lock(impl_->mutex_);

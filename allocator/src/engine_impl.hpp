@@ -32,7 +32,9 @@ class engine_impl {
   ~engine_impl();
 
   // Every public entry point of phasealloc::engine locks mutex_ and calls one of these.
-  result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag);
+  /// `place_bytes`: what the block must hold, max(bytes, the caller's min_block_bytes).
+  result<device_address, alloc_error> allocate(std::size_t bytes, std::size_t place_bytes, stream_id stream,
+                                               std::uint32_t tag);
   errc deallocate(device_address addr, std::size_t size_bytes);
   errc record_stream(device_address addr, stream_id stream);
   std::size_t run_plan(const release_plan& plan);
@@ -103,6 +105,7 @@ class engine_impl {
   /// The policy's last rounding and pool choice, by request (engine.cpp's note on the fast path).
   struct policy_answer {
     std::size_t bytes = SIZE_MAX;
+    std::size_t place_bytes = SIZE_MAX;
     stream_id stream = 0;
     std::uint32_t tag = 0;
     std::size_t rounded = 0;
@@ -171,10 +174,10 @@ class engine_impl {
  public:
   // --- the hot path (engine.cpp's note): what the facade tries before the full operation ---
   /// allocate() when it is the deferred block taken back for the request that took it last time
-  /// (same size, stream and tag, nothing changed since); 0 when not, with nothing changed.
-  device_address allocate_hot(std::size_t bytes, stream_id stream, std::uint32_t tag) {
+  /// (same size, least block size, stream and tag, nothing changed since); 0 when not, with nothing changed.
+  device_address allocate_hot(std::size_t bytes, std::size_t place_bytes, stream_id stream, std::uint32_t tag) {
     if (deferred_ == nullptr || bytes != deferred_requested_ || !pending_.empty() || last_answer_.bytes != bytes ||
-        last_answer_.stream != stream || last_answer_.tag != tag) {
+        last_answer_.place_bytes != place_bytes || last_answer_.stream != stream || last_answer_.tag != tag) {
       return 0;
     }
     block* b = take_deferred_again(stream, last_answer_.pool, last_answer_.rounded);

@@ -194,6 +194,7 @@ bool bridge_allocator::release_native_cache(c10::DeviceIndex device) {
   if (stats.reserved_bytes[0].current <= stats.allocated_bytes[0].current) return false;
   native_->emptyCache({0, 0});
   cap_.after_native(device);
+  native_changed(-1);
   return true;
 }
 
@@ -206,8 +207,8 @@ void bridge_allocator::native_changed(c10::DeviceIndex device) {
   const int first = device >= 0 ? device : 0;
   const int last = device >= 0 ? device + 1 : std::max(device_count_.load(std::memory_order_relaxed), 1);
   for (int d = first; d < last; ++d) {
-    const auto index = static_cast<c10::DeviceIndex>(d);
-    peaks_.on_native_change(d, native_->getDeviceStats(index).allocated_bytes[0].current);
+    const auto stats = native_->getDeviceStats(static_cast<c10::DeviceIndex>(d));
+    peaks_.on_native_change(d, stats.allocated_bytes[0].current, stats.reserved_bytes[0].current);
   }
 }
 
@@ -291,6 +292,7 @@ void bridge_allocator::emptyCache(c10::MempoolId_t pool) {
   }
   native_->emptyCache(pool);
   for (int d = 0; d < device_count_.load(std::memory_order_relaxed); ++d) cap_.after_native(static_cast<c10::DeviceIndex>(d));
+  native_changed(-1);
 }
 
 void bridge_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
@@ -352,8 +354,9 @@ c10::CachingDeviceAllocator::DeviceStats bridge_allocator::getDeviceStats(c10::D
     if (native.reserved_bytes[0].current > 0 || native.reserved_bytes[0].allocated > 0 ||
         native.allocation[0].allocated > 0) {
       add_stats(stats, native);
-      // The peak of the sum, not the sum of the two peaks (they may come at different times).
-      stats.allocated_bytes[0].peak = peaks_.peak(device);
+      // The peaks of the sums, not the sums of the two peaks (they may come at different times).
+      stats.allocated_bytes[0].peak = peaks_.allocated_peak(device);
+      stats.reserved_bytes[0].peak = peaks_.reserved_peak(device);
     }
   }
   return stats;
@@ -436,7 +439,8 @@ void bridge_allocator::attachAllocatorTraceTracker(cca::AllocatorTraceTracker tr
 }
 
 void bridge_allocator::on_engine_event(const phasealloc_event* event, void* self) noexcept {
-  static_cast<bridge_allocator*>(self)->peaks_.on_block_event(event->device, event->action, event->block_bytes);
+  static_cast<bridge_allocator*>(self)->peaks_.on_engine_event(event->device, event->action, event->block_bytes,
+                                                               event->reserved_bytes);
   note_for_profiler(*event);
   static_cast<bridge_allocator*>(self)->history_.on_event(*event);
 }
@@ -478,7 +482,9 @@ cca::CheckpointDelta bridge_allocator::setCheckpointPoolState(c10::DeviceIndex d
 
 #if PHASEALLOC_TORCH_HAS_ALLOCATE_WITH_ADDRESS
 c10::DataPtr bridge_allocator::allocateWithAddress(std::size_t size, void* addr) {
-  return with_raw_deleter(native_->allocateWithAddress(size, addr), native_->raw_deleter());
+  c10::DataPtr data = native_->allocateWithAddress(size, addr);
+  native_changed(data.device().index());
+  return with_raw_deleter(std::move(data), native_->raw_deleter());
 }
 #endif
 

@@ -22,13 +22,12 @@
 //   (memory_cap.hpp). Out of memory, the bridge does what PyTorch's allocator does before it gives
 //   up: frees native's cache, then lets native serve from a MemPool(use_on_oom=True). While a
 //   capture or pool route runs, the device's engine frees nothing. Stats and snapshots are
-//   phasealloc's books plus native's (when native holds or held memory), history comes from
-//   memory_history.
+//   phasealloc's books plus native's (when native holds or held memory), with the allocated and
+//   reserved peaks those of the sums (combined_peak.hpp); history comes from memory_history.
 // Limitations: built per torch version (the class layout is torch's); CUDA IPC export of memory
 //   phasealloc holds works only through the package's _share_cuda_ wrapper, which moves the
 //   storage to native first (ipc_rehome.cpp); called directly, shareIpcHandle refuses it with an
-//   error. The reserved peak adds the two allocators' peaks when both hold memory (the allocated
-//   peak is exact: combined_peak.hpp).
+//   error.
 #pragma once
 
 #include <atomic>
@@ -175,7 +174,8 @@ class bridge_allocator final : public cca::CUDAAllocator {
   /// out-of-memory error carries the engine's message.
   template <class F>
   auto after_oom_from_native(F&& native_call) -> decltype(native_call());
-  /// After native allocated or freed: the combined peak reads native's allocated bytes (-1: every device).
+  /// After native allocated, freed or released cache: the combined peaks read native's allocated and
+  /// reserved bytes (-1: every device).
   void native_changed(c10::DeviceIndex device);
   /// Frees native's cached free blocks (private pools included) so the engine can grow into them;
   /// false when nothing could be freed or a capture is under way (PyTorch frees nothing then).

@@ -15,6 +15,7 @@
 
 #include "bridge_allocator.hpp"
 #include "phasealloc_c_api.h"
+#include "runtime_settings.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -83,6 +84,7 @@ __attribute__((visibility("default"))) const char* phasealloc_c10_install(const 
     // after static destructors would have run.
     static auto* bridge = new std::shared_ptr<bridge_allocator>(std::make_shared<bridge_allocator>(current));
     phasealloc_set_event_listener(&bridge_allocator::on_engine_event, bridge->get());
+    phasealloc::c10_bridge::follow_runtime_settings();
     torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(*bridge);
     // The device-generic registry (torch.accelerator.memory_*, storages made through
     // c10::GetAllocator) must name the same allocator as the CUDA one.

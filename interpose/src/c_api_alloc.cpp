@@ -11,7 +11,9 @@
 //   Every function body runs in try/catch(...); phasealloc_malloc describes a failure inside the
 //   try (out of line, into a per-thread record, so the hot path holds no string) and throws only
 //   after leaving it.
-//   record_stream gets no device: the engine whose observer holds the address answers it.
+//   record_stream gets no device: the engine whose observer holds the address answers it. Once the
+//   job set PyTorch's roundup_power2_divisions at run time, a request asks its engine for a block of
+//   at least PyTorch's rounded size (request_rounding.hpp).
 // Limitations: phasealloc_free trusts PyTorch's device argument (it is the one recorded at malloc).
 #include <cinttypes>
 #include <string>
@@ -25,6 +27,7 @@
 #include "interpose_config.hpp"
 #include "last_error.hpp"
 #include "phasealloc_c_api.h"
+#include "request_rounding.hpp"
 
 namespace phasealloc::interpose {
 namespace {
@@ -122,7 +125,8 @@ void* allocate(ssize_t size, int device, void* stream) noexcept {
       if (s == nullptr) return nullptr;
     }
     const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
-    auto addr = s->eng->allocate(static_cast<std::size_t>(size), stream_id_value);
+    const auto bytes = static_cast<std::size_t>(size);
+    auto addr = s->eng->allocate(bytes, stream_id_value, 0, min_block_bytes(bytes));
     if (addr) [[likely]] return reinterpret_cast<void*>(addr.value());
     note_engine_failure(addr.error(), size, device);
   } catch (const std::exception& e) {
@@ -266,6 +270,10 @@ PHASEALLOC_API int phasealloc_enable_peer_access(int device, int peer) {
   if (in_forked_child()) return 0;
   return as_status("phasealloc_enable_peer_access",
                    [&] { return engine_registry::instance().grant_peer_access(device, peer); });
+}
+
+PHASEALLOC_API int phasealloc_set_request_divisions(const size_t* divisions, size_t count) {
+  return as_status("phasealloc_set_request_divisions", [&] { return set_request_divisions(divisions, count); });
 }
 
 PHASEALLOC_API int phasealloc_set_limit_bytes(int device, size_t limit_bytes) {

@@ -62,6 +62,7 @@ void notify_event_listener(int ordinal, const trace_record& record) noexcept {
   event.size = is_block && record.requested_bytes != 0 ? record.requested_bytes : record.block_bytes;
   event.stream = reinterpret_cast<void*>(static_cast<std::uintptr_t>(record.stream));
   event.block_bytes = record.block_bytes;
+  event.reserved_bytes = record.reserved_bytes;
   l->fn(&event, l->context);
 }
 

@@ -260,6 +260,41 @@ def scenario_max_memory_allocated_is_the_peak_of_the_sum(torch, phasealloc):
     del b, pool
 
 
+def scenario_max_memory_reserved_is_the_peak_of_the_sum(torch, phasealloc):
+    """Default memory reserved, freed and given back before a pool reserves: the process's peak of
+    reserved bytes is the larger of the two (under the bridge they are two allocators), and a later
+    rise of default memory while the pool holds its own counts both."""
+    torch.empty(1, device="cuda")
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_reserved()
+
+    def peak():
+        stats_peak = torch.cuda.memory_stats()["reserved_bytes.all.peak"]
+        assert stats_peak == torch.cuda.max_memory_reserved(), (stats_peak, torch.cuda.max_memory_reserved())
+        return stats_peak - base
+
+    a = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+    first = torch.cuda.memory_reserved() - base
+    assert first >= 256 * MIB, first / MIB
+    del a
+    torch.cuda.empty_cache()
+    assert torch.cuda.memory_reserved() == base, (torch.cuda.memory_reserved() - base) / MIB
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        b = torch.empty(192 * MIB, dtype=torch.uint8, device="cuda")
+    second = torch.cuda.memory_reserved() - base
+    assert 192 * MIB <= second < first, second / MIB
+    assert peak() == first, (peak() / MIB, first / MIB)  # not first + second
+    c = torch.empty(128 * MIB, dtype=torch.uint8, device="cuda")
+    third = torch.cuda.memory_reserved() - base
+    assert third > first, (third / MIB, first / MIB)
+    assert peak() == third, (peak() / MIB, third / MIB)
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_reserved() == torch.cuda.memory_reserved()
+    del b, c, pool
+
+
 # --- out of memory ----------------------------------------------------------------------------------
 
 
@@ -339,6 +374,82 @@ def scenario_the_backend_cannot_change_at_run_time(torch, phasealloc):
     else:
         raise AssertionError("the allocator backend changed at run time")
     torch.cuda.memory._set_allocator_settings("expandable_segments:False")  # other keys are still taken
+
+
+def power2_division(size, divisions):
+    """PyTorch's test_allocator_settings' model of roundup_power2_divisions: the next power of two
+    P, then the smallest P/2 + k * P/2/divisions that holds `size`."""
+    power = 1
+    while power < size:
+        power *= 2
+    if power == size:
+        return power
+    step, rounded = power // 2 // divisions, power // 2
+    while rounded < size:
+        rounded += step
+    return rounded
+
+
+def scenario_roundup_power2_divisions_set_at_run_time_shape_blocks(torch, phasealloc):
+    """test/test_cuda.py's test_allocator_settings: roundup_power2_divisions set at run time rounds
+    the blocks (active bytes) while requested bytes stay the request's; settings without the key
+    reset it; the list syntax; bad settings raise ValueError."""
+    nbytes = 4 * 21 * MIB
+    nbytes_big = 4 * 100 * MIB
+    active, requested = "active_bytes.all.allocated", "requested_bytes.all.allocated"
+
+    def grows(key, allocate):
+        before = torch.cuda.memory_stats()[key]
+        kept = allocate()
+        return torch.cuda.memory_stats()[key] - before, kept
+
+    def floats(n):
+        return lambda: torch.rand(n, device="cuda")
+
+    torch.cuda.memory.empty_cache()
+    torch.cuda.memory._set_allocator_settings("")
+    grown, x = grows(active, floats(nbytes // 4))
+    assert grown == nbytes, grown
+
+    torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:4")
+    before_requested = torch.cuda.memory_stats()[requested]
+    grown, y = grows(active, floats(nbytes // 4))
+    assert grown == power2_division(nbytes, 4), (grown, power2_division(nbytes, 4))
+    assert torch.cuda.memory_stats()[requested] - before_requested == nbytes
+
+    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+    torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5,max_split_size_mb:40")
+    torch.cuda.memory.empty_cache()
+    grown, z = grows(active, floats(nbytes // 4))  # the divisions were reset
+    assert grown == nbytes, grown
+
+    torch.cuda.memory.empty_cache()
+    torch.cuda.memory._set_allocator_settings(
+        "garbage_collection_threshold:0.5,roundup_power2_divisions:[64:8,128:2,256:2,512:2,1024:1,>:1]")
+    grown, w = grows(active, floats(nbytes // 4))
+    assert grown == power2_division(nbytes, 8), (grown, power2_division(nbytes, 8))
+    torch.cuda.memory.empty_cache()
+    grown, v = grows(active, floats(nbytes_big // 4))
+    assert grown == power2_division(nbytes_big, 2), (grown, power2_division(nbytes_big, 2))
+
+    torch.cuda.memory.empty_cache()
+    torch.cuda.memory._set_allocator_settings("release_lock_on_cudamalloc:True")
+    grown, u = grows(active, floats(nbytes // 4))
+    assert grown == nbytes, grown
+
+    for bad in ("foo:1,bar:2", "garbage_collection_threshold:1.2", "max_split_size_mb:2"):
+        torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:4")
+        try:
+            torch.cuda.memory._set_allocator_settings(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("settings %r were accepted" % bad)
+        grown, t = grows(active, floats(nbytes // 4))  # PyTorch reset the divisions before refusing
+        assert grown == nbytes, (bad, grown)
+        del t
+    torch.cuda.memory._set_allocator_settings("")
+    del x, y, z, w, v, u
 
 
 # --- memory history and the profiler ----------------------------------------------------------------

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from conftest import CTYPES_PRELUDE, DEVICES, last_error, run_python, stats_of
+from conftest import CTYPES_PRELUDE, DEVICES, MAIN_CONF, last_error, run_python, stats_of
 
 MIB = 1 << 20
 
@@ -167,6 +167,46 @@ def test_try_malloc_out_of_memory_returns_null_and_the_per_phase_report(lib):
     assert stats_of(lib, device)["phasealloc"]["limit_bytes"] == 0
 
 
+def test_request_divisions_shape_blocks_and_keep_the_requested_size():
+    """PyTorch's roundup_power2_divisions set at run time (the c10 bridge passes the table): blocks
+    are PyTorch's rounded size, requested bytes the request's; zeros give the policy's sizing back.
+    In its own process: the table is process-wide."""
+    code = CTYPES_PRELUDE + '''
+MIB = 1 << 20
+table = (ctypes.c_size_t * 16)(*([4] * 16))
+def grows(size):
+    before = stats(1)
+    p = lib.phasealloc_try_malloc(size, 1, None)
+    after = stats(1)
+    lib.phasealloc_free(p, size, 1, None)
+    return (after["active_bytes.all.allocated"] - before["active_bytes.all.allocated"],
+            after["requested_bytes.all.allocated"] - before["requested_bytes.all.allocated"])
+size = 84 * MIB
+print("default", *grows(size))
+assert lib.phasealloc_set_request_divisions(table, 16) == 0
+print("divided", *grows(size))
+print("small", *grows(1000))  # 512 * 4 bytes and under: 512-byte rounding only, as in PyTorch
+assert lib.phasealloc_set_request_divisions(table, 0) == 0
+print("off", *grows(size))
+assert lib.phasealloc_set_request_divisions(table, 17) == -1
+print("error", err())
+table[3] = 3
+assert lib.phasealloc_set_request_divisions(table, 16) == -1
+print("error", err())
+'''
+    out = run_python(code, conf=MAIN_CONF)
+    assert out.returncode == 0, out.stderr
+    lines = [line.split(" ", 1) for line in out.stdout.splitlines()]
+    got = dict((k, v) for k, v in lines if k != "error")
+    assert got["default"] == "%d %d" % (84 * MIB, 84 * MIB)
+    assert got["divided"] == "%d %d" % (96 * MIB, 84 * MIB)  # 64 MiB + 2 * 16 MiB
+    assert got["small"] == "1024 1000"
+    assert got["off"] == "%d %d" % (84 * MIB, 84 * MIB)
+    errors = [v for k, v in lines if k == "error"]
+    assert "17 division intervals" in errors[0], errors
+    assert "interval 3: 3 divisions" in errors[1], errors
+
+
 def test_negative_zero_and_out_of_range_requests(lib):
     device = DEVICES["c_api"]
     assert lib.phasealloc_try_malloc(-1, device, None) is None
@@ -308,8 +348,6 @@ def test_effective_config_and_configure_after_first_use(lib):
     config = lib.phasealloc_config().decode()
     assert config.startswith("device:sim,policy:[basic:")
     assert "sim_capacity:%d" % (64 << 30) in config and "check_invariants:true" in config
-    from conftest import MAIN_CONF
-
     assert lib.phasealloc_configure(MAIN_CONF.encode()) == 0  # the text in force: fine
     assert lib.phasealloc_configure(b"device:sim,strict:true") == -1
     assert "too late" in last_error(lib)

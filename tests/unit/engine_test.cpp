@@ -66,6 +66,31 @@ TEST_F(EngineTest, AllocatesRoundedBlocksAndCountsThemLikeTorch) {
   EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].peak, 1024);
 }
 
+// A caller that sizes requests its own way (the c10 bridge under PyTorch's roundup_power2_divisions)
+// gets a block of at least its size, while the books keep the request's own size.
+TEST_F(EngineTest, AMinimumBlockSizeShapesTheBlockButNotTheRequest) {
+  const std::size_t bytes = 3 * mib + 1;
+  recording_sink sink;
+  engine_.set_trace_sink(&sink);
+  const device_address a = engine_.allocate(bytes, 0, 0, 8 * mib).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(8 * mib));
+  EXPECT_EQ(engine_.stats().requested_bytes[stat_type::all].current, static_cast<std::int64_t>(bytes));
+  EXPECT_EQ(sink.records.back().op, trace_op::alloc);
+  EXPECT_EQ(sink.records.back().requested_bytes, bytes);
+  EXPECT_EQ(sink.records.back().block_bytes, 8 * mib);
+  EXPECT_EQ(engine_.deallocate(a, bytes), errc::ok);  // a free names the request's size
+  // The same request without the minimum is the policy's own size (no answer reused from above;
+  // the cached 8 MiB block is split, as the basic policy splits more than 1 MiB off).
+  const device_address b = engine_.allocate(bytes, 0).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(round_up(bytes, 512)));
+  EXPECT_EQ(engine_.deallocate(b, bytes), errc::ok);
+  // A minimum below the request changes nothing.
+  const device_address c = engine_.allocate(bytes, 0, 0, 1 * mib).value();
+  EXPECT_EQ(engine_.stats().allocated_bytes[stat_type::all].current, static_cast<std::int64_t>(round_up(bytes, 512)));
+  EXPECT_EQ(engine_.deallocate(c, bytes), errc::ok);
+  engine_.set_trace_sink(nullptr);
+}
+
 TEST_F(EngineTest, ReusesACachedBlockWithoutAskingTheDevice) {
   const device_address a = must_allocate(8 * mib);
   EXPECT_EQ(engine_.deallocate(a), errc::ok);
@@ -394,6 +419,48 @@ TEST_F(EngineVmmTest, PageReleaseReturnsHolesBetweenLiveBlocks) {
   EXPECT_EQ(again, hole);
   EXPECT_EQ(device_.mapped_bytes(), 14 * mib);
   for (device_address p : {a, again, c}) EXPECT_EQ(engine_.deallocate(p), errc::ok);
+}
+
+// A host that adds the engine's reserved bytes to another allocator's (the c10 bridge's peak of
+// reserved) follows them from the events alone: each segment event carries the level after it,
+// also where a segment whose pages were unmapped earlier is released (its segment_free names the
+// whole segment, more than it gives back).
+TEST(EngineEventsTest, EverySegmentEventCarriesTheReservedBytesAfterIt) {
+  sim_device device(sim_config{.capacity_bytes = 256 * mib, .virtual_memory = true});
+  basic_policy policy(basic_policy_options{.large_round_bytes = 16 * mib});  // whole segments, pages unmappable
+  engine e(device, policy, strict_options());
+  recording_sink sink;
+  e.set_trace_sink(&sink);
+  const auto reserved = [&] { return static_cast<std::size_t>(e.stats().reserved_bytes[stat_type::all].current); };
+  const auto last_segment_event = [&]() -> const trace_record& {
+    const auto it = std::find_if(sink.records.rbegin(), sink.records.rend(), [](const trace_record& r) {
+      return r.op == trace_op::segment_alloc || r.op == trace_op::segment_map || r.op == trace_op::segment_unmap ||
+             r.op == trace_op::segment_free;
+    });
+    EXPECT_NE(it, sink.records.rend());
+    return *it;
+  };
+
+  const device_address a = e.allocate(4 * mib, 0).value();  // [a 4][free 12] in one 16 MiB segment
+  const device_address b = e.allocate(4 * mib, 0).value();  // [a 4][b 4][free 8]
+  EXPECT_EQ(last_segment_event().op, trace_op::segment_alloc);
+  EXPECT_EQ(last_segment_event().reserved_bytes, 16 * mib);
+  EXPECT_EQ(sink.records.back().reserved_bytes, reserved());  // block events carry it too
+  EXPECT_EQ(e.deallocate(a), errc::ok);
+  release_step pages;
+  pages.what = release_what::free_pages;
+  EXPECT_EQ(e.release({pages}), 12 * mib);  // the 4 MiB hole and the 8 MiB tail
+  EXPECT_EQ(last_segment_event().op, trace_op::segment_unmap);
+  EXPECT_EQ(last_segment_event().reserved_bytes, 4 * mib);
+  EXPECT_EQ(reserved(), 4 * mib);
+  EXPECT_EQ(e.deallocate(b), errc::ok);
+  e.empty_cache();
+  const trace_record& freed = last_segment_event();
+  EXPECT_EQ(freed.op, trace_op::segment_free);
+  EXPECT_EQ(freed.block_bytes, 16 * mib);  // the segment's size, as PyTorch's trace names it...
+  EXPECT_EQ(freed.reserved_bytes, 0u);     // ...while only the 4 MiB still mapped went back
+  EXPECT_EQ(reserved(), 0u);
+  e.set_trace_sink(nullptr);
 }
 
 TEST(EngineExpandableFallback, AnExpandablePoolOnAWholeSegmentDeviceUsesSegments) {

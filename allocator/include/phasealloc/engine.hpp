@@ -94,7 +94,11 @@ class engine {
   // --- allocation ------------------------------------------------------------------------------
   /// Allocates `bytes` for use on `stream`. Zero bytes gives a valid unique block of the minimum size.
   /// A request larger than the device's capacity is out of memory (never rounded, never an abort).
-  result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag = 0);
+  /// `min_block_bytes`, for a caller that sizes requests its own way: the block holds at least that
+  /// many bytes (the policy rounds and places max(bytes, min_block_bytes)), while `bytes` stays the
+  /// requested size (requested_bytes, the size a free may name, the trace, the policy's request).
+  result<device_address, alloc_error> allocate(std::size_t bytes, stream_id stream, std::uint32_t tag = 0,
+                                               std::size_t min_block_bytes = 0);
   /// Frees a block. `size_bytes` (0 = unchecked) must equal the requested size of the allocation.
   /// Misuse returns its code (and aborts in strict mode); the engine's books are never touched by it.
   errc deallocate(device_address addr, std::size_t size_bytes = 0);

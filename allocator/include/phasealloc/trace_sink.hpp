@@ -34,6 +34,11 @@ struct trace_record {
   phase_id phase = unphased;
   std::uint32_t tag = 0;
   std::string_view name;  ///< Phase name for phase events; valid only during the call.
+  /// The engine's reserved bytes (all pools) once this event has happened. After seed(), every
+  /// change of them comes with an event (segment_alloc, segment_map, segment_unmap, segment_free),
+  /// so a sink follows them exactly from these levels. Byte counts would not do: segment_free's
+  /// block_bytes is the segment's size, more than it gives back when pages of it were unmapped before.
+  std::size_t reserved_bytes = 0;
 };
 
 /// A set of trace_ops, one bit each (bit i: the op whose value is i).

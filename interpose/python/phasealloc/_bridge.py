@@ -69,7 +69,7 @@ def install(torch, library_path):
         raise BridgeUnavailable(error.decode("utf-8", "replace"))
     _handle = handle
     _wrap_share_cuda(torch, handle)
-    _wrap_allocator_settings(torch)
+    _wrap_allocator_settings(torch, handle)
 
 
 def _fields(identity):
@@ -117,12 +117,17 @@ def backend_named(settings):
     return match.group(1) if match else None
 
 
-def _wrap_allocator_settings(torch):
+def _wrap_allocator_settings(torch, handle):
     """torch.cuda.memory._set_allocator_settings("backend:...") at run time: PyTorch refuses any
     backend other than the one it started with, with an internal assert ("Allocator backend parsed at
     runtime != allocator backend parsed at load time, please report a bug"). Under the bridge that
-    backend is phasealloc, so the refusal says so plainly instead."""
+    backend is phasealloc, so the refusal says so plainly instead. Settings PyTorch refuses may have
+    reset its roundup_power2_divisions all the same: the bridge reads them again
+    (interpose/c10/runtime_settings.hpp)."""
     original = torch.cuda.memory._set_allocator_settings
+    follow = handle.phasealloc_c10_follow_allocator_settings
+    follow.restype = ctypes.c_char_p
+    follow.argtypes = []
 
     @functools.wraps(original)
     def _set_allocator_settings(env):
@@ -135,7 +140,13 @@ def _wrap_allocator_settings(torch):
                 "phasealloc: _set_allocator_settings(%r): this process's CUDA allocator backend is phasealloc, and "
                 "PyTorch cannot change the backend at run time; to use PyTorch's %r backend, %s"
                 % (env, backend, how))
-        return original(env)
+        try:
+            return original(env)
+        except Exception:
+            error = follow()
+            if error is not None:
+                raise RuntimeError("phasealloc: %s" % error.decode("utf-8", "replace"))
+            raise
 
     torch.cuda.memory._set_allocator_settings = _set_allocator_settings
 

@@ -54,6 +54,7 @@ def _declare(lib):
         "phasealloc_stats_json": (c_char_p, [c_int]),
         "phasealloc_reset_peak_stats": (c_int, [c_int]),
         "phasealloc_set_limit_bytes": (c_int, [c_int, c_size_t]),
+        "phasealloc_set_request_divisions": (c_int, [ctypes.POINTER(c_size_t), c_size_t]),
         "phasealloc_hold_device_calls": (c_int, [c_int, c_int]),
         "phasealloc_enable_peer_access": (c_int, [c_int, c_int]),
         "phasealloc_reset_accumulated_stats": (c_int, [c_int]),
