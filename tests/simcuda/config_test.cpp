@@ -63,7 +63,8 @@ TEST(simcuda_config, BadValuesNameTheKey) {
       {"events:later", "for events"},
       {"fill:300", "for fill"},
       {"strict:yes", "for strict"},
-      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet)"},
+      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)"},
+      {"values:fast", "bad value 'fast' for values (expected off or exact)"},
       {"count", "'count' is not key:value"},
   };
   for (const bad_case& c : cases) {

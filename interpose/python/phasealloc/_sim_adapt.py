@@ -9,7 +9,8 @@ Rationale: on the simulator kernels do not run, so two things a real job relies 
 - **Stopping on a device value.** `generate()` stops when `unfinished_sequences.max() == 0`, a
   value computed by a kernel that did not run, so it would decode forever (or stop at once).
   Greedy and sampling decoding stop at exactly max_length instead, the longest a real run can go,
-  which is the memory a dry run must plan for.
+  which is the memory a dry run must plan for. With real values (SIMCUDA_GPU=values:exact,
+  _sim_values.py) the value is real and generate() is left as it is.
 
 Limitations: the attention backend changes the job's allocations a little (cuDNN attention takes a
 workspace, the flash kernel a log-sum-exp buffer). Beam search and assisted decoding keep their
@@ -32,6 +33,15 @@ def _say(message):
 
 def _adapt_torch(torch):
     torch.backends.cuda.enable_cudnn_sdp(False)
+    from phasealloc import _sim_values
+
+    try:
+        level = _sim_values.install(torch)
+    except ValueError as exc:
+        _say(str(exc))
+        raise
+    if level != "off":
+        _say("values: %s (operations' outputs computed on the CPU into device memory)" % level)
 
 
 def _adapt_generation(utils):
@@ -70,8 +80,11 @@ def _adapt_generation(utils):
 def install():
     from phasealloc import _import_hooks
 
+    from phasealloc import _sim_values
+
     _import_hooks.when_imported("torch", _adapt_torch)
-    _import_hooks.when_imported("transformers.generation.utils", _adapt_generation)
+    if _sim_values.level_from_environment() == "off":  # real values stop generate() by themselves
+        _import_hooks.when_imported("transformers.generation.utils", _adapt_generation)
 
 
 def wanted():

@@ -70,6 +70,10 @@ struct config {
   std::optional<std::uint8_t> fill_byte;  ///< written over new allocations (costs RAM) when set
   bool strict = false;  ///< abort (after the message) when an unemulated function is called
   bool quiet = false;   ///< no start-up banner
+  /// values:LEVEL: whether operations' outputs are real values. Computed above the CUDA layer, by
+  /// the value mode PyTorch jobs load (interpose/python/phasealloc/_sim_values.py); parsed here so a
+  /// bad level is refused with the rest of the configuration.
+  bool values_exact = false;
 };
 
 /// The configuration, parsed once from SIMCUDA_GPU on first use. A malformed value prints one

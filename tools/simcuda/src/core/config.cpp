@@ -129,8 +129,12 @@ std::optional<config> parse_config(const std::string& text, std::string& error) 
       if (!parse_flag(value, c.strict)) return bad("0 or 1");
     } else if (key == "quiet") {
       if (!parse_flag(value, c.quiet)) return bad("0 or 1");
+    } else if (key == "values") {
+      if (value == "exact") c.values_exact = true;
+      else if (value == "off") c.values_exact = false;
+      else return bad("off or exact");
     } else {
-      error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet)";
+      error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)";
       return std::nullopt;
     }
   }

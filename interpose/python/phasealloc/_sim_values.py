@@ -1,0 +1,248 @@
+"""Real values on simcuda, the simulated GPU: SIMCUDA_GPU=values:exact (phasealloc-run --sim-gpu
+--sim-values=exact). Loaded by _sim_adapt when the simulator runs the job.
+
+Rationale: simcuda skips kernels, so what a kernel computes is whatever the memory held. Host code
+that reads device values (generate() stopping on EOS, `.item()` of a length, a boolean mask's
+`nonzero`) then takes paths a real run never takes. A real run's values are what PyTorch's CPU
+kernels compute over the same inputs, and simcuda's device memory is host memory: the values can be
+computed on the CPU straight into it, while the CUDA side of every operation (its allocations,
+workspaces, streams and launches) stays exactly what the wheel does.
+
+Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation.
+- An operation that touches no CUDA tensor, or only makes views, passes through.
+- Otherwise the CUDA operation runs first, as the wheel runs it (its kernels are skipped); then the
+  same operation runs on CPU *aliases* of its CUDA tensors: CPU tensors over the very bytes of the
+  device memory (ctypes + torch.frombuffer + as_strided; no copy, no CUDA call). An in-place or
+  out= operation writes its result straight into device memory that way; a functional one's CPU
+  result is copied into the CUDA output's alias. Factory operations (`zeros`, `arange`, `randn`,
+  ...) on "cuda" run again with device="cpu" into the output's alias.
+- Operations whose output *size* depends on values (PyTorch tags them dynamic_output_shape:
+  `nonzero`, `masked_select`, `unique`, boolean indexing, `repeat_interleave`, `bincount`,
+  `one_hot`) and `index_put_` with boolean indices run on the CPU only: the CUDA kernel would read
+  a count that was never computed. Their CUDA output is then allocated at the size the CPU gave,
+  and filled through its alias.
+- Operations that return a Python value (`item`, `equal`, `is_nonzero`) answer from the CPU.
+- Attention kernels that exist on CUDA only (flash and memory-efficient SDPA, forward and
+  backward) are computed with PyTorch's math attention on the CPU (dropout 0 only): the output and
+  the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
+  is also computed here, reads them).
+- Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid and reproducible,
+  not the GPU's bit pattern.
+
+Costs: every CUDA operation also runs once on the CPU, single-threaded over aliases: a tiny
+model's step costs what the same step costs on the CPU, plus a Python call per operation.
+
+Limitations (values there are left as the kernel left them: whatever the memory held, that is, the
+stand-in of skip mode; each such operation is named once on stderr):
+- operations with no CPU kernel (cuDNN attention, which _sim_adapt switches off; attention with
+  dropout; fused optimizers' CUDA-only variants; custom CUDA extensions);
+- kernels that bypass the dispatcher: Triton kernels of torch.compile, CUDA graph replays, NCCL;
+- the data-dependent operations above allocate their output on the CUDA side but not the CUDA
+  kernel's own temporaries (a few KiB of cub scratch): a dry run plans a hair less for them.
+"""
+
+import ctypes
+import os
+import sys
+
+_LEVELS = ("off", "exact")
+_mode = None
+
+
+def level_from_environment():
+    """The value level SIMCUDA_GPU names (values:LEVEL), 'off' without one."""
+    for item in os.environ.get("SIMCUDA_GPU", "").split(","):
+        key, _, value = item.partition(":")
+        if key.strip() == "values":
+            value = value.strip()
+            if value not in _LEVELS:
+                raise ValueError("SIMCUDA_GPU: values:%s is not a value level (valid: %s)" % (value, ", ".join(_LEVELS)))
+            return value
+    return "off"
+
+
+def _say(message):
+    try:
+        print("simcuda: values: " + message, file=sys.stderr)
+    except Exception:
+        pass
+
+
+def _make_mode(torch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    aten = torch.ops.aten
+    dynamic = torch.Tag.dynamic_output_shape
+    python_answer = {aten._local_scalar_dense.default, aten.item.default, aten.equal.default,
+                     aten.is_nonzero.default}
+    named_once = set()
+    metadata_only = {"resize_", "resize_as_", "set_", "record_stream", "_resize_output_"}
+    uninitialized = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+                     aten.new_empty.default, aten.new_empty_strided.default}
+    stand_ins = _attention_on_cpu(torch)
+
+    def is_cuda(x):
+        return isinstance(x, torch.Tensor) and x.device.type == "cuda"
+
+    def alias(t):
+        """A CPU tensor over the bytes of CUDA tensor `t` (simcuda's device memory is host memory)."""
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+        if nbytes == 0 or t.numel() == 0:
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+        raw = (ctypes.c_byte * nbytes).from_address(storage.data_ptr())
+        base = torch.frombuffer(raw, dtype=torch.uint8)
+        typed = base.view(t.dtype) if t.dtype != torch.uint8 else base
+        return typed.as_strided(t.shape, t.stride(), t.storage_offset())
+
+    def to_cpu(x):
+        if is_cuda(x):
+            return alias(x)
+        if isinstance(x, torch.device) and x.type == "cuda":
+            return torch.device("cpu")
+        return x
+
+    def cpu_kwargs(kwargs):
+        out = tree_map(to_cpu, kwargs)
+        if out.get("device") is not None and str(out["device"]).startswith("cuda"):
+            out["device"] = torch.device("cpu")
+        out.pop("pin_memory", None)
+        return out
+
+    def makes_cuda(kwargs):
+        device = kwargs.get("device")
+        return device is not None and torch.device(device).type == "cuda"
+
+    def is_view(func):
+        return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+    def writes_argument(func):
+        return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+    def unsupported(func, exc):
+        name = str(func)
+        if name not in named_once:
+            named_once.add(name)
+            _say("%s has no CPU kernel here (%s): its outputs keep the skipped kernel's bytes" %
+                 (name, str(exc).splitlines()[0][:160]))
+
+    def fill(out, ref):
+        """Copies the CPU result(s) `ref` into the CUDA output(s) `out` through their aliases (a
+        None in `ref` leaves that output as the kernel left it)."""
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+        for o, r in zip(outs, refs):
+            if is_cuda(o) and isinstance(r, torch.Tensor) and o.shape == r.shape and o.numel() > 0:
+                alias(o).copy_(r)
+
+    def bool_indices(args):
+        indices = args[1] if len(args) > 1 else ()
+        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
+
+    class values_mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            flat, _ = tree_flatten((args, kwargs))
+            if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)):
+                return func(*args, **kwargs)
+            if func in python_answer:
+                return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
+            if dynamic in func.tags or (func is aten.index_put_.default and bool_indices(args)):
+                return self._on_cpu_first(func, args, kwargs)
+            out = func(*args, **kwargs)
+            if is_view(func) or func in uninitialized or func._schema.name.split("::")[-1] in metadata_only:
+                return out
+            try:
+                compute = stand_ins.get(func, func)
+                ref = compute(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
+            except Exception as exc:  # no CPU kernel, or arguments only CUDA takes
+                unsupported(func, exc)
+                return out
+            if not writes_argument(func):
+                fill(out, ref)
+            return out
+
+        @staticmethod
+        def _on_cpu_first(func, args, kwargs):
+            try:
+                ref = func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
+            except Exception as exc:
+                unsupported(func, exc)
+                return func(*args, **kwargs)
+            if writes_argument(func):  # index_put_, out= variants: the CPU run wrote the aliases
+                out_arg = kwargs.get("out")
+                if is_cuda(out_arg) and isinstance(ref, torch.Tensor) and out_arg.shape != ref.shape:
+                    out_arg.resize_(ref.shape)
+                    alias(out_arg).copy_(ref)
+                return args[0] if out_arg is None else out_arg
+            device = next(x.device for x in tree_flatten((args, kwargs))[0] if is_cuda(x))
+
+            def on_device(r):
+                if not isinstance(r, torch.Tensor):
+                    return r
+                t = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
+                if t.numel() > 0:
+                    alias(t).copy_(r)
+                return t
+
+            return tree_map(on_device, ref)
+
+    return values_mode()
+
+
+def _attention_on_cpu(torch):
+    """CPU computations for the CUDA-only attention kernels: {op: function(cpu args) -> outputs},
+    with None for the outputs they do not compute."""
+    import torch.nn.functional as F
+
+    aten = torch.ops.aten
+
+    def attend(q, k, v, bias, dropout_p, is_causal, scale):
+        if dropout_p:
+            raise NotImplementedError("attention with dropout %g" % dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=is_causal, scale=scale)
+
+    def grads(grad_out, q, k, v, bias, dropout_p, is_causal, scale):
+        with torch.enable_grad():
+            leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
+            out = attend(*leaves, bias, dropout_p, is_causal, scale)
+            return torch.autograd.grad(out, leaves, grad_out)
+
+    def flash(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        return (attend(q, k, v, None, dropout_p, is_causal, scale),) + (None,) * 8
+
+    def flash_backward(grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+                       is_causal, philox_seed, philox_offset, *, scale=None):
+        return grads(grad_out, q, k, v, None, dropout_p, is_causal, scale)
+
+    def efficient(q, k, v, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):
+        return (attend(q, k, v, attn_bias, dropout_p, is_causal, scale), None, None, None)
+
+    def efficient_backward(grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p,
+                           grad_input_mask, is_causal=False, *, scale=None):
+        dq, dk, dv = grads(grad_out, q, k, v, attn_bias, dropout_p, is_causal, scale)
+        return (dq, dk, dv, None)
+
+    table = {}
+    for name, fn in (("_scaled_dot_product_flash_attention", flash),
+                     ("_scaled_dot_product_flash_attention_backward", flash_backward),
+                     ("_scaled_dot_product_efficient_attention", efficient),
+                     ("_scaled_dot_product_efficient_attention_backward", efficient_backward)):
+        packet = getattr(aten, name, None)
+        if packet is not None and hasattr(packet, "default"):
+            table[packet.default] = fn
+    return table
+
+
+def install(torch):
+    """Pushes the value mode for the rest of the process (idempotent); 'off' does nothing."""
+    global _mode
+    level = level_from_environment()
+    if level == "off" or _mode is not None:
+        return level
+    from torch.utils._python_dispatch import _push_mode
+
+    _mode = _make_mode(torch)
+    _push_mode(_mode)
+    return level

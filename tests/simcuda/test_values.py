@@ -1,0 +1,57 @@
+"""simcuda's value mode (SIMCUDA_GPU=values:exact): PyTorch operations on the simulated GPU give
+the values the same operations give on the CPU, data-dependent sizes included, so host code that
+reads device values (generate() stopping on EOS, .item(), boolean masks) takes the real path.
+Each test runs one scenario of values_scenarios.py in a fresh process under PyTorch's allocator."""
+
+import os
+
+import sim_harness
+
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "values_scenarios.py")
+EXACT = {"SIMCUDA_GPU": "quiet:1,values:exact"}
+
+
+def test_data_dependent_sizes_and_python_answers_are_the_cpus():
+    r = sim_harness.run(SCENARIOS, "data_dependent_sizes", env=EXACT)
+    assert r["nonzero"][1] is True, r["nonzero"]
+    assert r["nonzero_bytes"] >= r["nonzero_cpu_bytes"] > 0, r  # the CUDA output holds what the CPU found
+    assert r["masked_select"][0] == r["masked_select"][1], r["masked_select"]
+    assert r["bool_index"] is True
+    assert r["unique"] == [[1, 3, 5]]
+    assert r["unique_counts"] == [[2, 7], [3, 1]]
+    assert r["where_one_arg"] is True
+    assert abs(r["item"][0] - r["item"][1]) < 1e-3, r["item"]
+    assert r["equal"] == [True, False]
+    assert r["index_put_mask"] is True
+
+
+def test_a_training_step_gives_the_cpus_losses_and_parameters():
+    r = sim_harness.run(SCENARIOS, "training_step_matches_the_cpu", env=EXACT)
+    assert all(abs(a - b) < 1e-5 for a, b in zip(r["gpu_losses"], r["cpu_losses"])), r
+    assert r["gpu_losses"][2] < r["gpu_losses"][0], r  # it learns
+    assert r["params_close"] is True
+
+
+def test_generate_stops_on_eos_by_value_and_runs_to_the_limit_without_it():
+    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env=EXACT)
+    assert r["stops"] == [[1, 2, 3, 4, 7]], r["stops"]  # EOS forced by the head's bias: one token
+    assert r["runs"] == [[1, 2, 3, 4] + [5] * 12], r["runs"]  # never EOS: max_new_tokens
+    assert all(0 <= t < 97 for t in r["sampled"][0]), r["sampled"]  # sampling: valid token ids
+
+
+def test_gpt2_small_forward_equals_the_cpu_forward():
+    r = sim_harness.run(SCENARIOS, "gpt2_forward_matches_the_cpu", env=EXACT)
+    assert r["max_abs_diff"] <= 1e-4 * max(1.0, r["scale"]), r
+    assert r["argmax_equal"] is True
+
+
+def test_without_values_kernels_leave_memory_as_it_was():
+    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env={"SIMCUDA_GPU": "quiet:1"})
+    assert r["stops"] != [[1, 2, 3, 4, 7]], r["stops"]  # no value: generate() runs to the limit
+
+
+def test_a_bad_value_level_is_refused_with_its_name():
+    out = sim_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1,values:fast"},
+                          expect_ok=False)
+    assert out.returncode != 0
+    assert "values:fast" in out.stderr or "'fast' for values" in out.stderr, out.stderr[-2000:]
