@@ -58,8 +58,8 @@ venv() {
   "$venv_dir/bin/python" -m pip install -q --no-deps "$(grep -m1 '^torch==' "$venv_requirements")"
   # Packages that depend on torch come without their dependencies too: pip would otherwise follow
   # torch's own and fetch the CUDA wheels. What they need besides torch is listed in the file.
-  grep -E '^(peft|accelerate)==' "$venv_requirements" | xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps
-  grep -v -E -e '^(torch|peft|accelerate)==' -e '^#' -e '^$' "$venv_requirements" |
+  grep -E '^(peft|accelerate|trl)==' "$venv_requirements" | xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps
+  grep -v -E -e '^(torch|peft|accelerate|trl)==' -e '^#' -e '^$' "$venv_requirements" |
     xargs "$venv_dir/bin/python" -m pip install -q
   cp "$venv_requirements" "$stamp"
 }

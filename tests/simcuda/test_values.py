@@ -23,6 +23,7 @@ def test_data_dependent_sizes_and_python_answers_are_the_cpus():
     assert abs(r["item"][0] - r["item"][1]) < 1e-3, r["item"]
     assert r["equal"] == [True, False]
     assert r["index_put_mask"] is True
+    assert r["strided_to_host"] is True
 
 
 def test_a_training_step_gives_the_cpus_losses_and_parameters():
@@ -43,6 +44,26 @@ def test_gpt2_small_forward_equals_the_cpu_forward():
     r = sim_harness.run(SCENARIOS, "gpt2_forward_matches_the_cpu", env=EXACT)
     assert r["max_abs_diff"] <= 1e-4 * max(1.0, r["scale"]), r
     assert r["argmax_equal"] is True
+
+
+def test_attention_forward_and_gradients_equal_the_cpus_grouped_and_causal_too():
+    r = sim_harness.run(SCENARIOS, "attention_gradients_match_the_cpu", env=EXACT)
+    assert all(diff < 1e-5 for diff in r.values()), r
+
+
+def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_losses():
+    native = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=EXACT)
+    ours = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=EXACT, native=False)
+    assert native["steps"] == ours["steps"] == 3, (native, ours)
+    assert native["allocator"] == "native" and ours["allocator"] == "phasealloc", (native, ours)
+    assert len(native["losses"]) == 3 and native["losses"] == ours["losses"], (native, ours)
+
+
+def test_trls_grpo_trainer_needs_the_values():
+    """Without values it dies in its first step, as the issue reported (completions cut at an EOS no
+    comparison computed): what the value mode is for."""
+    out = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env={"SIMCUDA_GPU": "quiet:1"}, expect_ok=False)
+    assert out.returncode != 0 and "Error" in out.stderr, out.stderr[-2000:]
 
 
 def test_without_values_kernels_leave_memory_as_it_was():

@@ -26,6 +26,7 @@ def scenario_data_dependent_sizes():
         "item": [float((x * 2).sum().item()), float((host * 2).sum().item())],
         "equal": [bool(torch.equal(x, x.clone())), bool(torch.equal(x, x + 1))],
     }
+    out["strided_to_host"] = bool(torch.equal(x[:, 3:9].t().cpu(), host[:, 3:9].t()))
     y = x.clone()
     y[y > 0] = 0.0  # index_put_ with a boolean mask
     out["index_put_mask"] = bool(torch.equal(y.cpu(), host.masked_fill(host > 0, 0.0)))
@@ -99,6 +100,69 @@ def scenario_gpt2_forward_matches_the_cpu():
         gpu = model.cuda()(ids.cuda()).logits.cpu()
     return {"max_abs_diff": float((gpu - cpu).abs().max()), "scale": float(cpu.abs().max()),
             "argmax_equal": bool(torch.equal(gpu.argmax(-1), cpu.argmax(-1)))}
+
+
+def scenario_attention_gradients_match_the_cpu():
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(6)
+    worst = {}
+    for causal in (False, True):
+        for kv_heads in (4, 2):  # 2: grouped-query attention
+            q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, kv_heads, 6, 8), torch.randn(2, kv_heads, 6, 8)
+            grad_out = torch.randn(2, 4, 6, 8)
+
+            def run(device):
+                leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=kv_heads != 4)
+                out.backward(grad_out.to(device))
+                return [t.grad.cpu() for t in leaves] + [out.detach().cpu()]
+
+            worst["causal=%s kv_heads=%d" % (causal, kv_heads)] = max(
+                float((a - b).abs().max()) for a, b in zip(run("cuda"), run("cpu")))
+    return worst
+
+
+def scenario_trl_grpo_three_steps():
+    """TRL's GRPOTrainer, unmodified, on a tiny random Llama and a word-level tokenizer built here and
+    saved with save_pretrained (no downloads), with a Python reward function."""
+    import os
+    import tempfile
+
+    import torch
+    from datasets import Dataset
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from trl import GRPOConfig, GRPOTrainer
+
+    out = tempfile.mkdtemp(prefix="grpo-")
+    words = ["<pad>", "<eos>", "<bos>", "<unk>"] + ["w%d" % i for i in range(60)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                        bos_token="<bos>", unk_token="<unk>")
+    model_dir = os.path.join(out, "model")
+    tokenizer.save_pretrained(model_dir)
+    config = LlamaConfig(vocab_size=len(words), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(model_dir)
+    prompts = Dataset.from_dict({"prompt": ["w%d w%d w%d" % (i % 60, (i * 7) % 60, (i * 11) % 60) for i in range(32)]})
+
+    def reward_length(completions, **kwargs):
+        return [float(len(c.split())) / 10.0 for c in completions]
+
+    args = GRPOConfig(output_dir=os.path.join(out, "run"), per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=16, max_steps=3, logging_steps=1, report_to=[], save_strategy="no",
+                      learning_rate=1e-4, bf16=False, dataloader_num_workers=0, seed=0)
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args, train_dataset=prompts,
+                          processing_class=tokenizer)
+    trainer.train()
+    return {"steps": trainer.state.global_step,
+            "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
+            "allocator": torch.cuda.get_allocator_backend()}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
   `one_hot`) and `index_put_` with boolean indices run on the CPU only: the CUDA kernel would read
   a count that was never computed. Their CUDA output is then allocated at the size the CPU gave,
   and filled through its alias.
-- Operations that return a Python value (`item`, `equal`, `is_nonzero`) answer from the CPU.
+- Operations that return a Python value (`item`, `equal`, `is_nonzero`) answer from the CPU, and
+  host outputs of CUDA operations get the CPU's result too (`.cpu()` of a strided view runs a
+  gather kernel on the device before its copy).
 - Attention kernels that exist on CUDA only (flash and memory-efficient SDPA, forward and
   backward) are computed with PyTorch's math attention on the CPU (dropout 0 only): the output and
   the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
@@ -133,8 +135,12 @@ def _make_mode(torch):
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         for o, r in zip(outs, refs):
-            if is_cuda(o) and isinstance(r, torch.Tensor) and o.shape == r.shape and o.numel() > 0:
+            if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)) or o.shape != r.shape or o.numel() == 0:
+                continue
+            if is_cuda(o):
                 alias(o).copy_(r)
+            elif o.device.type == "cpu":  # a copy to the host (`.cpu()` of a strided view runs a kernel first)
+                o.copy_(r)
 
     def bool_indices(args):
         indices = args[1] if len(args) > 1 else ()
@@ -201,13 +207,35 @@ def _attention_on_cpu(torch):
     def attend(q, k, v, bias, dropout_p, is_causal, scale):
         if dropout_p:
             raise NotImplementedError("attention with dropout %g" % dropout_p)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=is_causal, scale=scale)
+        gqa = q.dim() >= 3 and k.dim() >= 3 and q.size(-3) != k.size(-3)  # grouped-query attention
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=is_causal, scale=scale,
+                                              enable_gqa=gqa)
 
     def grads(grad_out, q, k, v, bias, dropout_p, is_causal, scale):
-        with torch.enable_grad():
-            leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
-            out = attend(*leaves, bias, dropout_p, is_causal, scale)
-            return torch.autograd.grad(out, leaves, grad_out)
+        """Softmax attention's gradients, written out (autograd is below us here, so it cannot record)."""
+        if dropout_p:
+            raise NotImplementedError("attention with dropout %g" % dropout_p)
+        groups = q.size(-3) // k.size(-3)
+        qf, kf, vf, go = (t.float() for t in (q, k, v, grad_out))
+        if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
+            kf, vf = kf.repeat_interleave(groups, dim=-3), vf.repeat_interleave(groups, dim=-3)
+        sc = scale if scale is not None else 1.0 / (q.size(-1) ** 0.5)
+        scores = qf @ kf.transpose(-2, -1) * sc
+        if is_causal:
+            L, S = scores.shape[-2:]
+            scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(S - L + 1), float("-inf"))
+        if bias is not None:
+            scores = scores.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else scores + bias.float()
+        p = scores.softmax(-1)
+        dv = p.transpose(-2, -1) @ go
+        dp = go @ vf.transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        dq = ds @ kf * sc
+        dk = ds.transpose(-2, -1) @ qf * sc
+        if groups > 1:
+            dk = dk.unflatten(-3, (k.size(-3), groups)).sum(-3)
+            dv = dv.unflatten(-3, (v.size(-3), groups)).sum(-3)
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
     def flash(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
         return (attend(q, k, v, None, dropout_p, is_causal, scale),) + (None,) * 8
