@@ -29,10 +29,14 @@ class block_pool;
 struct fit_key {
   stream_id stream = 0;
   std::size_t bytes = 0;
+  std::uint64_t age_rank = 0;
   device_address addr = 0;
 };
 
-/// A pool's order: (stream, size, address). Defined below, once block and segment are.
+/// A pool's order: (stream, size, age rank, address). Defined below, once block and segment are.
+/// The age rank (block::age_rank) is 0 in a pool without pool_traits::segment_age_order, so there
+/// equal sizes go by address (PyTorch up to 2.11: BlockComparatorSize); with it, by the segment's
+/// creation order first (PyTorch 2.15: BlockComparatorSizeCounterAddress).
 struct block_order {
   using is_transparent = void;  // lower_bound takes a fit_key: no block and segment built to search
   bool operator()(const block* a, const block* b) const noexcept;
@@ -49,6 +53,7 @@ struct block {
   std::size_t requested_bytes = 0;  ///< Caller's size while allocated or pending free.
   segment* seg = nullptr;
   stream_id stream = 0;             ///< seg->stream, kept here: the pools' order compares it without a hop.
+  std::uint64_t age_rank = 0;       ///< seg->age_rank, kept here for the same reason.
   block* prev = nullptr;            ///< Lower-address neighbour in the same segment.
   block* next = nullptr;
   block_state state = block_state::free;
@@ -74,24 +79,36 @@ struct segment {
   stream_id stream = 0;
   bool expandable = false;       ///< Grows and shrinks by pages (expandable pools only).
   bool small = false;
+  /// Ties between equal-size free blocks: the engine's count of segments made when this one was
+  /// (pool_traits::segment_age_order), else 0. Every block of the segment carries it.
+  std::uint64_t age_rank = 0;
   block* first = nullptr;
 
   device_address end() const noexcept { return addr + bytes; }
 };
 
+/// Whether `a` comes before `b` among free blocks of one stream and size: lower age rank, then
+/// lower address.
+inline bool ranks_before(const block* a, const block* b) noexcept {
+  if (a->age_rank != b->age_rank) return a->age_rank < b->age_rank;
+  return a->addr < b->addr;
+}
+
 inline bool block_order::operator()(const block* a, const block* b) const noexcept {
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->bytes != b->bytes) return a->bytes < b->bytes;
-  return a->addr < b->addr;
+  return ranks_before(a, b);
 }
 inline bool block_order::operator()(const block* a, const fit_key& k) const noexcept {
   if (a->stream != k.stream) return a->stream < k.stream;
   if (a->bytes != k.bytes) return a->bytes < k.bytes;
+  if (a->age_rank != k.age_rank) return a->age_rank < k.age_rank;
   return a->addr < k.addr;
 }
 inline bool block_order::operator()(const fit_key& k, const block* b) const noexcept {
   if (k.stream != b->stream) return k.stream < b->stream;
   if (k.bytes != b->bytes) return k.bytes < b->bytes;
+  if (k.age_rank != b->age_rank) return k.age_rank < b->age_rank;
   return k.addr < b->addr;
 }
 

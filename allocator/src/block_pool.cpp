@@ -7,12 +7,12 @@
 namespace phasealloc::detail {
 namespace {
 
-/// The earlier of two blocks in (size, address) order; either may be nullptr.
+/// The earlier of two blocks in (size, age rank, address) order; either may be nullptr.
 block* earlier(block* a, block* b) noexcept {
   if (a == nullptr) return b;
   if (b == nullptr) return a;
   if (a->bytes != b->bytes) return a->bytes < b->bytes ? a : b;
-  return a->addr < b->addr ? a : b;
+  return ranks_before(a, b) ? a : b;
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ bool block_pool::contains(const block* b) const {
 
 block* block_pool::set_first_fit(stream_id stream, std::size_t bytes, const block* skip) const {
   if (set_.empty()) return nullptr;
-  auto it = set_.lower_bound(fit_key{stream, bytes, 0});
+  auto it = set_.lower_bound(fit_key{stream, bytes, 0, 0});
   if (it != set_.end() && *it == skip) ++it;
   return it != set_.end() && (*it)->stream == stream ? *it : nullptr;
 }
@@ -79,7 +79,7 @@ std::size_t block_pool::largest_bytes() const {
   // Ordered by stream first, so the largest of each stream is the last before the next stream.
   for (auto it = set_.begin(); it != set_.end();) {
     const stream_id s = (*it)->stream;
-    auto next_stream = (s == UINT64_MAX) ? set_.end() : set_.lower_bound(fit_key{s + 1, 0, 0});
+    auto next_stream = (s == UINT64_MAX) ? set_.end() : set_.lower_bound(fit_key{s + 1, 0, 0, 0});
     largest = std::max(largest, (*std::prev(next_stream))->bytes);
     it = next_stream;
   }

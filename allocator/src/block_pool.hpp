@@ -1,6 +1,6 @@
-// A pool's free blocks in the order (stream, size, address): the smallest block that fits on the
-// request's stream, the lowest address among equal sizes (PyTorch's BlockComparatorSize, so
-// replays of the `pytorch` policy choose the same blocks).
+// A pool's free blocks in the order (stream, size, age rank, address): the smallest block that
+// fits on the request's stream, among equal sizes the lowest age rank, then address (PyTorch's
+// block order, block.hpp; so replays of the `pytorch` policy choose the same blocks).
 //
 // Design note
 // Rationale: best fit runs on every allocation and the pool changes on every split, merge and
@@ -8,9 +8,9 @@
 //   (issue 16).
 // Approach: two indexes with one order. Blocks of a size that is a multiple of 512 B up to 2 MiB
 //   (the small pool's, and most remainders) go to exact-size bins per stream (size_bins.hpp: a
-//   bitmap finds the first non-empty bin, a bin is a min-heap on address); the others stay in an
-//   ordered set. The sizes of the two are disjoint, so best fit is the smaller, by (size, address),
-//   of the two first fits. A block knows where it is (bin_slot, or pool_pos in the set): erasing
+//   bitmap finds the first non-empty bin, a bin is a min-heap on (age rank, address)); the others
+//   stay in an ordered set. The sizes of the two are disjoint, so best fit is the smaller, by
+//   (size, age rank, address), of the two first fits. A block knows where it is (bin_slot, or pool_pos in the set): erasing
 //   it needs no search.
 // Limitations: a pool whose best fit walks the order past the first fit (`growable_size`, PyTorch's
 //   expandable segments) keeps every block in the set (ordered_only).
@@ -102,7 +102,7 @@ block* block_pool::best_fit(stream_id stream, std::size_t bytes, Accept&& accept
     return b != nullptr && accept(b) ? b : nullptr;
   }
   PHASEALLOC_ASSERT(ordered_only_, "a growable-size best fit in a pool with bins");
-  auto it = set_.lower_bound(fit_key{stream, bytes, 0});
+  auto it = set_.lower_bound(fit_key{stream, bytes, 0, 0});
   if (it == set_.end() || (*it)->stream != stream) return nullptr;
   if ((*it)->seg->expandable) {
     const auto ranked = [](const block* b) {

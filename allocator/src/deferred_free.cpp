@@ -58,7 +58,7 @@ block* engine_impl::take_deferred(stream_id stream, pool_id pool, std::size_t ro
     const std::size_t merged_bytes = d->bytes + (partner != nullptr ? partner->bytes : 0);
     const block* other = p.first_fit(stream, rounded, partner);
     const bool merged_wins = other == nullptr || other->bytes > merged_bytes ||
-                             (other->bytes == merged_bytes && other->addr > d->addr);
+                             (other->bytes == merged_bytes && ranks_before(d, other));
     if (merged_wins && policy_.may_use(pool, merged_bytes, rounded)) {
       const bool split = merged_bytes > rounded && policy_.should_split(pool, merged_bytes, rounded);
       if (partner == nullptr || split) {

@@ -192,6 +192,7 @@ block* engine_impl::split_front(block* b, std::size_t bytes) {
   front->bytes = bytes;
   front->seg = b->seg;
   front->stream = b->stream;
+  front->age_rank = b->age_rank;
   front->state = b->state;
   front->prev = b->prev;
   front->next = b;

@@ -142,11 +142,15 @@ segment* engine_impl::add_segment(device_address addr, std::size_t bytes, pool_i
   seg->stream = stream;
   seg->expandable = expandable;
   seg->small = is_small(pool);
+  ++segments_made_;
+  // PyTorch 2.15 numbers each cudaMalloc and expandable reservation, and its blocks inherit it.
+  seg->age_rank = pool_traits_[pool].segment_age_order ? segments_made_ : 0;
   block* b = arena_.make();
   b->addr = addr;
   b->bytes = bytes;
   b->seg = seg;
   b->stream = stream;
+  b->age_rank = seg->age_rank;
   b->state = expandable ? block_state::unmapped : block_state::free;
   seg->first = b;
   stats_.segment.increase(seg->small, 1);

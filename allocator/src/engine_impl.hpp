@@ -77,6 +77,7 @@ class engine_impl {
   node_recycler nodes_;
   std::vector<block_pool> pools_;
   std::map<device_address, std::unique_ptr<segment>> segments_;
+  std::uint64_t segments_made_ = 0;  ///< Segments and reservations made so far (segment::age_rank).
   /// Expandable reservations of each (pool, stream), in address order: usually one; another is
   /// added when no chain of free and unmapped blocks in the others holds a request.
   std::map<std::pair<pool_id, stream_id>, std::vector<segment*>> expandable_;

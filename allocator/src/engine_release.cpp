@@ -179,7 +179,7 @@ std::size_t engine_impl::run_step(const release_step& step) {
     if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
     if (step.order == release_order::size_index) {
       const auto key = [&](const run& r) {
-        return std::tuple(pool_rank(step, r.b->seg->pool), r.b->seg->stream, r.b->bytes, r.b->addr);
+        return std::tuple(pool_rank(step, r.b->seg->pool), r.b->seg->stream, r.b->bytes, r.b->age_rank, r.b->addr);
       };
       std::sort(runs.begin(), runs.end(), [&](const run& a, const run& b) { return key(a) < key(b); });
     } else if (step.order == release_order::largest_first || step.order == release_order::best_fit_then_largest) {
@@ -206,9 +206,10 @@ std::size_t engine_impl::run_step(const release_step& step) {
   if (whole.empty() || released >= step.target_bytes) return released;
 
   if (device_.caps().has_virtual_reserve) (void)device_.synchronize();
-  // The size-index key (pool rank, stream, size, address); `whole` is in address order so far.
+  // The size-index key (pool rank, stream, size, age rank, address); `whole` is in address order
+  // so far.
   const auto index_key = [&](const candidate& c) {
-    return std::tuple(pool_rank(step, c.seg->pool), c.seg->stream, c.bytes, c.seg->addr);
+    return std::tuple(pool_rank(step, c.seg->pool), c.seg->stream, c.bytes, c.seg->age_rank, c.seg->addr);
   };
   const auto by_index = [&](const candidate& a, const candidate& b) { return index_key(a) < index_key(b); };
   const auto release_in = [&](const std::vector<candidate>& order) {
@@ -238,12 +239,12 @@ std::size_t engine_impl::run_step(const release_step& step) {
         const bool a_fits = a.bytes >= step.target_bytes;
         const bool b_fits = b.bytes >= step.target_bytes;
         if (a_fits != b_fits) return a_fits;
-        return a.bytes < b.bytes;
+        return by_index(a, b);  // the smallest, first in the size index among equals
       });
       if (fit->bytes >= step.target_bytes) {
         released += release_segment(fit->seg);
       } else {
-        // Largest first, walking the size index backwards: among equal sizes the highest address first.
+        // Largest first, walking the size index backwards: among equal sizes the last in it first.
         std::sort(whole.begin(), whole.end(), [&](const candidate& a, const candidate& b) { return by_index(b, a); });
         release_in(whole);
       }

@@ -24,7 +24,7 @@ void size_bins::erase(block* b) {
   if (last != b) {
     // The last block takes the erased one's place, then moves up or down to where it belongs.
     place(heap, slot, last);
-    if (slot > 0 && last->addr < heap[(slot - 1) / 2]->addr) {
+    if (slot > 0 && ranks_before(last, heap[(slot - 1) / 2])) {
       sift_up(heap, slot);
     } else {
       sift_down(heap, slot);
@@ -59,9 +59,9 @@ block* size_bins::first_fit(std::size_t bytes, const block* skip) const noexcept
   while (i < bin_count) {
     const std::vector<block*>& heap = bins_[i];
     if (heap[0] != skip) return heap[0];
-    // The skipped block is this bin's lowest address: the next lowest is one of its children.
+    // The skipped block is this bin's first: the next is one of its children.
     if (heap.size() == 2) return heap[1];
-    if (heap.size() > 2) return heap[1]->addr < heap[2]->addr ? heap[1] : heap[2];
+    if (heap.size() > 2) return ranks_before(heap[1], heap[2]) ? heap[1] : heap[2];
     i = next_non_empty(i + 1);
   }
   return nullptr;
@@ -78,7 +78,7 @@ void size_bins::sift_up(std::vector<block*>& heap, std::size_t slot) noexcept {
   block* b = heap[slot];
   while (slot > 0) {
     const std::size_t parent = (slot - 1) / 2;
-    if (heap[parent]->addr <= b->addr) break;
+    if (!ranks_before(b, heap[parent])) break;
     place(heap, slot, heap[parent]);
     slot = parent;
   }
@@ -91,8 +91,8 @@ void size_bins::sift_down(std::vector<block*>& heap, std::size_t slot) noexcept 
   while (true) {
     std::size_t child = 2 * slot + 1;
     if (child >= n) break;
-    if (child + 1 < n && heap[child + 1]->addr < heap[child]->addr) ++child;
-    if (b->addr <= heap[child]->addr) break;
+    if (child + 1 < n && ranks_before(heap[child + 1], heap[child])) ++child;
+    if (!ranks_before(heap[child], b)) break;
     place(heap, slot, heap[child]);
     slot = child;
   }

@@ -1,22 +1,22 @@
 // Exact-size bins: the free blocks of one pool and one stream whose size is a multiple of 512 B
-// up to 2 MiB, one bin per size, each bin a min-heap on address.
+// up to 2 MiB, one bin per size, each bin a min-heap on (age rank, address).
 //
 // Design note
-// Rationale: a pool answers "the smallest free block of at least N bytes, lowest address among
-//   equal sizes" (PyTorch's BlockComparatorSize) on every allocation, and inserts or erases a
-//   block on every split, merge and free. In a red-black tree each of those is a search of
-//   log2(free blocks) levels with a three-field compare, a rebalance and a node allocation: about
-//   40% of a step of BM_Mixed (issue 16). Small blocks (the small pool's, and the remainders of
-//   large ones) are where most steps land, and their sizes come from a small set.
+// Rationale: a pool answers "the smallest free block of at least N bytes, lowest (age rank,
+//   address) among equal sizes" (PyTorch's block order, block.hpp) on every allocation, and
+//   inserts or erases a block on every split, merge and free. In a red-black tree each of those
+//   is a search of log2(free blocks) levels with a three-field compare, a rebalance and a node
+//   allocation: about 40% of a step of BM_Mixed (issue 16). Small blocks (the small pool's, and
+//   the remainders of large ones) are where most steps land, and their sizes come from a small set.
 // Approach: 4096 bins, bin i for the blocks of exactly (i + 1) * 512 bytes. A two-level bitmap
 //   (64 words of 64 bits, and a summary word saying which words are non-zero) finds the first
-//   non-empty bin at or after a size in a few instructions. A bin is a binary min-heap on address
-//   (block::bin_slot is a block's place in it), so its lowest address is its first element, an
-//   insert or erase of any of its blocks is O(log k) in the k blocks of that size, and k = 1, the
-//   usual case, costs a push or a pop. The order of the answers is exactly the tree's: by size,
-//   then address.
+//   non-empty bin at or after a size in a few instructions. A bin is a binary min-heap on (age
+//   rank, address) (block::bin_slot is a block's place in it), so the bin's first block in that
+//   order is its first element, an insert or erase of any of its blocks is O(log k) in the k
+//   blocks of that size, and k = 1, the usual case, costs a push or a pop. The order of the
+//   answers is exactly the tree's: by size, then age rank, then address.
 // Limitations: blocks of other sizes (not a multiple of 512 B, or above 2 MiB) are not binned;
-//   block_pool keeps them in its ordered set. A bin cannot be walked in address order past its
+//   block_pool keeps them in its ordered set. A bin cannot be walked in order past its
 //   first two blocks (block_pool uses its set for pools whose best fit walks the order). 4096 heap
 //   headers (96 KiB) per pool and stream that ever held a binned block.
 #pragma once
@@ -49,8 +49,8 @@ class size_bins {
   /// Whether `b` is in these bins (for the invariant checker).
   bool contains(const block* b) const noexcept;
 
-  /// The first block in (size, address) order of at least `bytes`, or nullptr; `skip` (may be
-  /// nullptr) is passed over, so the answer is the one the bins would give without it.
+  /// The first block in (size, age rank, address) order of at least `bytes`, or nullptr; `skip`
+  /// (may be nullptr) is passed over, so the answer is the one the bins would give without it.
   block* first_fit(std::size_t bytes, const block* skip = nullptr) const noexcept;
   /// The size of the largest binned block (0: none).
   std::size_t largest_bytes() const noexcept;

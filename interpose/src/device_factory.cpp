@@ -38,8 +38,8 @@ result<std::unique_ptr<device>, std::string> make_device(const interpose_config&
     sim_config sim;
     sim.capacity_bytes = config.sim_capacity_bytes;
     sim.virtual_memory = config.sim_virtual_memory;
-    // Each simulated GPU gets its own 16 TiB of fake address space, as real GPUs of a process do.
-    sim.address_base = sim_address_base + (static_cast<device_address>(ordinal) << 44);
+    // Each simulated GPU gets its own window of fake address space, as real GPUs of a process do.
+    sim.address_base = sim_address_base + static_cast<device_address>(ordinal) * sim_address_window_bytes;
     return std::unique_ptr<device>(std::make_unique<sim_device>(sim));
   }
 #if defined(PHASEALLOC_HAVE_CUDA_DEVICES)

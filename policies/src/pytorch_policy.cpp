@@ -23,14 +23,25 @@
 //                                          max(request, max_split), else largest first
 //   release_cached_blocks               -> on_oom step 2 and empty_cache: synchronise pending
 //                                          frees, then every idle segment, large pool then small,
-//                                          each in (stream, size, address) order
+//                                          each in (stream, size[, age], address) order
 //                                          (release_order::size_index)
 //   expandable_segments                 -> both pools expandable: 2 MiB pages (small) and
 //                                          large_segment_size pages (large)
 //   per_process_memory_fraction         -> memory_fraction (the engine's limit on reserved)
-//   The engine does the rest as torch does: best fit by (stream, size, address), no cross-stream
-//   reuse, a rejected candidate ends the search, split keeps the front, eager merge, cross-stream
-//   frees wait for events, one retry after each release step.
+//   BlockComparatorSize[CounterAddress]-> segment_age_order on both pools (block_order key):
+//                                          equal-size free blocks go oldest segment first, then
+//                                          by address, as torch 2.15 does (a counter taken at each
+//                                          cudaMalloc and new expandable segment, inherited by the
+//                                          segment's blocks: pytorch/pytorch#183591); with
+//                                          block_order:address, by address alone (torch 2.11).
+//                                          The two agree while every new segment sits above the
+//                                          older ones; the CUDA driver places it below them
+//                                          (sim_device.hpp), and there they part: torch 2.11 then
+//                                          takes the newest segment's block, 2.15 the oldest's.
+//                                          Checked on both wheels on simcuda; 2.12-2.14 were not.
+//   The engine does the rest as torch does: best fit in that order, no cross-stream reuse, a
+//   rejected candidate ends the search, split keeps the front, eager merge, cross-stream frees
+//   wait for events, one retry after each release step.
 // Limitations (differences from torch; references are to CUDACachingAllocator.cpp unless named):
 //   1. Differences in the engine's mechanism that the policy contract cannot express:
 //      (a), (b) resolved: release_step::require_target skips the retry when the oversize release
@@ -122,6 +133,7 @@ pytorch_policy::pytorch_policy(options opts) : opts_(opts) {
   const bool es = opts_.expandable_segments;
   pools_.push_back(pool_traits{"small", true, es, small_buffer_bytes, false, 0, es});
   pools_.push_back(pool_traits{"large", false, es, opts_.large_segment_bytes, false, 0, es});
+  for (pool_traits& p : pools_) p.segment_age_order = opts_.segment_age_order;
 }
 
 result<pytorch_policy::options, std::string> pytorch_policy::parse(std::string_view conf) {
@@ -146,6 +158,10 @@ result<pytorch_policy::options, std::string> pytorch_policy::parse(std::string_v
     else reader.fail("garbage_collection_threshold", fmt::format("{} is not in (0.0, 1.0)", *v));
   }
   if (auto v = get_true_false(reader, "expandable_segments")) o.expandable_segments = *v;
+  if (auto v = reader.get_string("block_order")) {
+    if (*v == "segment_age" || *v == "address") o.segment_age_order = *v == "segment_age";
+    else reader.fail("block_order", fmt::format("\"{}\" is not segment_age (torch 2.15) or address (torch 2.11)", *v));
+  }
   if (auto v = reader.get_double("per_process_memory_fraction")) {
     if (*v > 0.0 && *v <= 1.0) o.memory_fraction = *v;
     else reader.fail("per_process_memory_fraction", fmt::format("{} is not in (0.0, 1.0]", *v));
@@ -180,6 +196,7 @@ std::string pytorch_policy::spec() const {
     items.push_back(fmt::format("large_segment_size_mb:{}", opts_.large_segment_bytes / mib));
   }
   if (opts_.memory_fraction != 1.0) items.push_back(fmt::format("per_process_memory_fraction:{}", opts_.memory_fraction));
+  if (!opts_.segment_age_order) items.push_back("block_order:address");
   // Only what differs from torch's defaults, so reports stay readable; it parses back unchanged.
   return items.empty() ? std::string("pytorch") : fmt::format("pytorch:{}", fmt::join(items, ","));
 }
@@ -251,7 +268,7 @@ release_plan pytorch_policy::on_empty_cache() { return {release_cached_blocks()}
 
 release_step pytorch_policy::release_cached_blocks() {
   // Wait for pending frees, then every idle segment: release_blocks(large_blocks) then
-  // release_blocks(small_blocks), each walking its set in (stream, size, address) order.
+  // release_blocks(small_blocks), each walking its set in (stream, size[, age], address) order.
   release_step all;
   all.synchronize = true;
   all.order = release_order::size_index;

@@ -50,11 +50,14 @@ class rig {
     return static_cast<std::size_t>(engine_.stats().allocated_bytes[stat_type::all].current);
   }
   std::size_t segments() const { return static_cast<std::size_t>(engine_.stats().segment[stat_type::all].current); }
-  /// Sizes of the segments that hold no allocated block (cached), in address order.
+  /// Sizes of the segments that hold no allocated block (cached), oldest first: highest address
+  /// first, as the sim places each new segment below the older ones (sim_device.hpp) and these
+  /// tests never free one before making another.
   std::vector<std::size_t> cached_segments() const {
     std::vector<std::size_t> out;
-    for (const snapshot_segment& s : engine_.take_snapshot().segments) {
-      if (s.allocated_bytes == 0) out.push_back(s.mapped_bytes);
+    const std::vector<snapshot_segment> segments = engine_.take_snapshot().segments;
+    for (auto s = segments.rbegin(); s != segments.rend(); ++s) {
+      if (s->allocated_bytes == 0) out.push_back(s->mapped_bytes);
     }
     return out;
   }
@@ -132,6 +135,45 @@ TEST(PytorchPolicyTest, LargeBlocksSplitOnlyWhenMoreThanOneMiBRemains) {
     EXPECT_EQ(b, a + mib + mib / 2);
     EXPECT_EQ(r.reserved(), 20 * mib);
   }
+}
+
+// Three 20 MiB segments, each [9 MiB, 9 MiB, 2 MiB free]; the sim places each below the last.
+// A 1.5 MiB request fits any 2 MiB tail unsplit (0.5 MiB would remain). torch 2.15 takes the
+// oldest segment's tail (highest address here), torch 2.11 the lowest address (the newest
+// segment's): both measured with the same calls on simcuda.
+std::vector<device_address> three_segments_with_equal_tails(rig& r) {
+  std::vector<device_address> tails;
+  for (int i = 0; i < 3; ++i) {
+    const device_address first = r.alloc(9 * mib);
+    r.alloc(9 * mib);
+    tails.push_back(first + 18 * mib);
+  }
+  EXPECT_GT(tails[0], tails[1]);
+  EXPECT_GT(tails[1], tails[2]);
+  return tails;
+}
+
+TEST(PytorchPolicyTest, EqualFreeBlocksGoOldestSegmentFirstAsTorch215Does) {
+  rig r("");
+  const std::vector<device_address> tails = three_segments_with_equal_tails(r);
+  EXPECT_EQ(r.alloc(1548288), tails[0]);
+  EXPECT_EQ(r.alloc(1548288), tails[1]);
+}
+
+TEST(PytorchPolicyTest, WithBlockOrderAddressEqualFreeBlocksGoLowestAddressFirstAsTorch211Does) {
+  rig r("block_order:address");
+  const std::vector<device_address> tails = three_segments_with_equal_tails(r);
+  EXPECT_EQ(r.alloc(1548288), tails[2]);
+  EXPECT_EQ(r.alloc(1548288), tails[1]);
+}
+
+TEST(PytorchPolicyTest, BlockOrderIsReadAndWrittenBack) {
+  EXPECT_TRUE(must_parse("").segment_age_order);
+  EXPECT_TRUE(must_parse("block_order:segment_age").segment_age_order);
+  EXPECT_FALSE(must_parse("block_order:address").segment_age_order);
+  EXPECT_EQ(pytorch_policy(must_parse("block_order:segment_age")).spec(), "pytorch");
+  EXPECT_EQ(pytorch_policy(must_parse("block_order:address")).spec(), "pytorch:block_order:address");
+  EXPECT_THAT(conf_error("block_order:newest"), HasSubstr("block_order"));
 }
 
 TEST(PytorchPolicyTest, OversizeRequestsAreNeverSplit) {

@@ -1,5 +1,5 @@
 // sim_device beyond the conformance suite: deferred events, fault injection, counters, modelled
-// cost, never-reused addresses, thread safety.
+// cost, addresses placed as the CUDA driver places them, thread safety.
 #include "phasealloc/devices/sim_device.hpp"
 
 #include <gtest/gtest.h>
@@ -55,25 +55,38 @@ TEST(SimDeviceTest, ReportsCapsFromItsConfig) {
   EXPECT_TRUE(vmm_like.caps().has_partial_unmap);
 }
 
-TEST(SimDeviceTest, StartsAtTheBaseAndNeverReusesAReleasedRange) {
+TEST(SimDeviceTest, StartsAtTheTopOfItsWindowAndReusesTheHighestReleasedRangeAsTheDriverDoes) {
   sim_device dev(runtime());
+  const device_address top = sim_address_base + sim_address_window_bytes;
   auto first = dev.reserve(4 * g);
   ASSERT_TRUE(first);
-  EXPECT_EQ(first.value(), sim_address_base);
+  EXPECT_EQ(first.value(), top - 4 * g);
+  auto second = dev.reserve(2 * g);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second.value(), top - 6 * g);
   ASSERT_EQ(dev.release(first.value(), 4 * g), errc::ok);
 
-  auto second = dev.reserve(4 * g);
-  ASSERT_TRUE(second);
-  EXPECT_GE(second.value(), first.value() + 4 * g) << "a released range came back";
-  EXPECT_EQ(dev.release(second.value(), 4 * g), errc::ok);
+  auto third = dev.reserve(g);  // the top range is free again: the driver hands it out first
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third.value(), top - g);
+  auto fourth = dev.reserve(8 * g);  // too big for the 3 granules left above `second`: taken below it
+  ASSERT_TRUE(fourth);
+  EXPECT_EQ(fourth.value(), top - 14 * g);
+  EXPECT_EQ(dev.release(second.value(), 2 * g), errc::ok);
+  auto fifth = dev.reserve(5 * g);  // second's range and the 3 granules above it merged
+  ASSERT_TRUE(fifth);
+  EXPECT_EQ(fifth.value(), top - 6 * g);
 }
 
-TEST(SimDeviceTest, LeavesAHoleBetweenReservations) {
-  sim_device dev(vmm());
-  auto a = dev.reserve(g);
-  auto b = dev.reserve(g);
-  ASSERT_TRUE(a && b);
-  EXPECT_GT(b.value(), a.value() + g) << "segments must never be adjacent";
+TEST(SimDeviceTest, PlacesEachNewReservationBelowTheEarlierOnesAsTheCudaDriverDoes) {
+  sim_device dev(runtime());
+  device_address previous = ~device_address{0};
+  for (std::size_t granules : {1, 3, 2, 10, 1}) {
+    auto r = dev.reserve(granules * g);
+    ASSERT_TRUE(r);
+    EXPECT_LE(r.value() + granules * g, previous);
+    previous = r.value();
+  }
 }
 
 TEST(SimDeviceTest, AlignsTheBaseToALargeGranularity) {
@@ -87,25 +100,29 @@ TEST(SimDeviceTest, RefusesStalePointersIntoReleasedReservations) {
   sim_device dev(vmm());
   auto a = dev.reserve(4 * g);
   ASSERT_TRUE(a);
-  ASSERT_EQ(dev.release(a.value(), 4 * g), errc::ok);
   auto b = dev.reserve(4 * g);
   ASSERT_TRUE(b);
+  ASSERT_EQ(dev.release(a.value(), 4 * g), errc::ok);
   EXPECT_EQ(dev.map(a.value(), g), errc::invalid_argument);
   EXPECT_FALSE(dev.is_mapped(a.value(), g));
+  EXPECT_EQ(dev.map(b.value(), g), errc::ok);
+  EXPECT_EQ(dev.unmap(b.value(), g), errc::ok);
 }
 
 TEST(SimDeviceTest, AnswersOutOfMemoryWhenTheAddressSpaceRunsOut) {
   sim_device dev(vmm());
-  const std::size_t quarter = std::size_t{1} << 62;  // address space only: vmm mode takes no memory
-  auto a = dev.reserve(quarter);
+  // Address space only (vmm mode takes no memory): two of these do not fit in the window.
+  const std::size_t most = sim_address_window_bytes / 2 + g;
+  auto a = dev.reserve(most);
   ASSERT_TRUE(a);
-  auto b = dev.reserve(quarter);
+  auto b = dev.reserve(most);
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error(), errc::out_of_memory);
-  EXPECT_EQ(dev.reserved_bytes(), quarter);
-  EXPECT_EQ(dev.map(a.value() + quarter - g, g), errc::ok) << "books stay small for a huge reservation";
-  EXPECT_EQ(dev.unmap(a.value() + quarter - g, g), errc::ok);
-  EXPECT_EQ(dev.release(a.value(), quarter), errc::ok);
+  EXPECT_EQ(dev.reserved_bytes(), most);
+  EXPECT_TRUE(dev.reserve(sim_address_window_bytes / 2 - g)) << "what is left of the window is still handed out";
+  EXPECT_EQ(dev.map(a.value() + most - g, g), errc::ok) << "books stay small for a huge reservation";
+  EXPECT_EQ(dev.unmap(a.value() + most - g, g), errc::ok);
+  EXPECT_EQ(dev.release(a.value(), most), errc::ok);
 }
 
 // --- capacity and books -------------------------------------------------------------------------
@@ -428,13 +445,13 @@ TEST(SimDeviceTest, KeepsExactBooksUnderConcurrentCallers) {
   EXPECT_EQ(c.failed, 0u);
 }
 
-TEST(SimDeviceAddressBaseTest, EachSimStartsAtItsOwnBase) {
+TEST(SimDeviceAddressBaseTest, EachSimHandsOutItsOwnWindow) {
   sim_device a(sim_config{.capacity_bytes = gib});
-  sim_device b(sim_config{.capacity_bytes = gib, .address_base = sim_address_base + (device_address{1} << 44)});
+  sim_device b(sim_config{.capacity_bytes = gib, .address_base = sim_address_base + sim_address_window_bytes});
   const device_address from_a = a.reserve(2 * mib).value();
   const device_address from_b = b.reserve(2 * mib).value();
-  EXPECT_EQ(from_a, sim_address_base);
-  EXPECT_EQ(from_b, sim_address_base + (device_address{1} << 44));
+  EXPECT_EQ(from_a, sim_address_base + sim_address_window_bytes - 2 * mib);
+  EXPECT_EQ(from_b, sim_address_base + 2 * sim_address_window_bytes - 2 * mib);
   EXPECT_EQ(a.release(from_a, 2 * mib), errc::ok);
   EXPECT_EQ(b.release(from_b, 2 * mib), errc::ok);
 }

@@ -5,6 +5,7 @@
 //     (phasealloc/replay/colocate.hpp).
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -84,6 +85,14 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   nlohmann::json divergence_json = nlohmann::json::array();
   for (const std::string& spec : a.policies) {
     replay_result modelled;
+    std::optional<torch_replay> real;
+    std::string model_spec = spec;
+    if (torch) {
+      real = replay_with_torch(t, spec, *capacity);
+      // Beside a wheel, the model takes that wheel's order of equal-size free blocks (torch 2.11
+      // and 2.15 differ, pytorch_policy.cpp) unless the spec names one.
+      model_spec = spec_for_block_order(spec, real->block_order);
+    }
     if (model) {
       replay_options options;
       options.capacity_bytes = *capacity;
@@ -95,22 +104,21 @@ void run_replay(const replay_args& a, const std::string& invocation) {
       // PyTorch's own allocator cannot start from a recorded layout: beside it, the model starts
       // from an empty allocator too, with the same live set, so the two compare like for like.
       if (torch) options.use_recorded_layout = false;
-      progress_bar bar(fmt::format("replaying {}", spec), !a.quiet);
+      progress_bar bar(fmt::format("replaying {}", model_spec), !a.quiet);
       options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
-      auto r = replay(t, spec, options);
+      auto r = replay(t, model_spec, options);
       if (!r) throw command_error(r.error());
       modelled = std::move(r).value();
       report.results.push_back(modelled);
     }
-    if (torch) {
-      torch_replay real = replay_with_torch(t, spec, *capacity);
+    if (real) {
       if (model) {
         nlohmann::json j;
-        divergences += spec + ": " + first_divergence(model_segments(modelled), real.segments, j);
-        j["policy"] = spec;
+        divergences += model_spec + ": " + first_divergence(model_segments(modelled), real->segments, j);
+        j["policy"] = model_spec;
         divergence_json.push_back(std::move(j));
       }
-      report.results.push_back(std::move(real.result));
+      report.results.push_back(std::move(real->result));
     }
   }
 

@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "launcher.hpp"
+#include "phasealloc/conf.hpp"
 #include "phasealloc/trace/trace_text.hpp"
 
 namespace phasealloc::cli {
@@ -19,12 +21,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// pytorch[:KEYS] -> KEYS, PyTorch's PYTORCH_CUDA_ALLOC_CONF.
-std::string alloc_conf(const std::string& spec) {
+/// The key of the `pytorch` policy that is phasealloc's, not PyTorch's.
+constexpr std::string_view block_order_key = "block_order";
+
+/// pytorch[:KEYS] -> KEYS.
+std::string policy_keys(const std::string& spec) {
   if (spec == "pytorch") return "";
   if (spec.rfind("pytorch:", 0) == 0) return spec.substr(8);
   throw command_error(fmt::format(
       "--engine torch replays through PyTorch's own allocator: the policy must be pytorch[:KEYS], not \"{}\"", spec));
+}
+
+std::vector<conf_entry> policy_entries(const std::string& spec) {
+  auto entries = parse_conf(policy_keys(spec));
+  if (!entries) throw command_error(fmt::format("--engine torch: policy \"{}\": {}", spec, entries.error()));
+  return std::move(entries).value();
+}
+
+/// pytorch[:KEYS] -> PyTorch's PYTORCH_CUDA_ALLOC_CONF: the keys less block_order, values verbatim.
+std::string alloc_conf(const std::string& spec) {
+  std::string conf;
+  for (const conf_entry& e : policy_entries(spec)) {
+    if (e.key == block_order_key) continue;
+    conf += fmt::format("{}{}:{}", conf.empty() ? "" : ",", e.key, e.value);
+  }
+  return conf;
 }
 
 class temp_dir {
@@ -106,6 +127,7 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
   r.alloc_retries = get_int(j, "alloc_retries");
   r.ooms = get_int(j, "ooms");
   r.wall_seconds = j.value("wall_seconds", 0.0);
+  out.block_order = j.value("block_order", std::string());
   for (const auto& p : j.value("phases", nlohmann::json::array())) {
     phase_stats s;
     s.name = p.value("name", std::string());
@@ -124,6 +146,14 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
     out.segments.push_back({e.value("action", std::string()), static_cast<std::size_t>(get_int(e, "bytes"))});
   }
   return out;
+}
+
+std::string spec_for_block_order(const std::string& policy_spec, const std::string& block_order) {
+  if (block_order.empty() || block_order == "segment_age") return policy_spec;  // the model's default
+  for (const conf_entry& e : policy_entries(policy_spec)) {
+    if (e.key == block_order_key) return policy_spec;
+  }
+  return fmt::format("{}{}{}:{}", policy_spec, policy_spec == "pytorch" ? ":" : ",", block_order_key, block_order);
 }
 
 std::vector<segment_step> model_segments(const replay_result& r) {

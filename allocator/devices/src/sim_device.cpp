@@ -16,10 +16,6 @@ namespace phasealloc {
 
 namespace {
 
-/// Reservations never reach this address; beyond it reserve() answers out_of_memory. With the
-/// base at 0x7f00'0000'0000 that is about 8 EiB of never-reused address space.
-constexpr device_address sim_address_limit = device_address{1} << 63;
-
 std::size_t index_of(sim_call which) noexcept { return static_cast<std::size_t>(which); }
 static_assert(static_cast<std::size_t>(sim_call::synchronize) + 1 == sim_call_count, "sim_call_count is stale");
 
@@ -75,11 +71,17 @@ sim_device::sim_device(sim_config config)
             .capacity_bytes = config.capacity_bytes,
             .has_virtual_reserve = config.virtual_memory,
             .has_partial_unmap = config.virtual_memory},
-      next_address_(0) {
+      free_ranges_() {
   PHASEALLOC_CHECK(config.granularity_bytes > 0, "sim_config::granularity_bytes must be positive");
   PHASEALLOC_CHECK(config.granularity_bytes <= config.address_base, "sim_config::granularity_bytes {} is absurd",
                    config.granularity_bytes);
-  next_address_ = round_up(config.address_base, config.granularity_bytes);
+  PHASEALLOC_CHECK(config.address_window_bytes <= ~device_address{0} - config.address_base,
+                   "sim_config: the address window [{:#x}, +{:#x}) wraps around", config.address_base,
+                   config.address_window_bytes);
+  const device_address bottom = round_up(config.address_base, config.granularity_bytes);
+  const device_address top = (config.address_base + config.address_window_bytes) / config.granularity_bytes *
+                             config.granularity_bytes;
+  if (top > bottom) free_ranges_.emplace(bottom, top - bottom);
 }
 
 // --- helpers (mutex_ held) ----------------------------------------------------------------------
@@ -140,6 +142,35 @@ void sim_device::complete_all_locked() noexcept {
 
 // --- address space and memory -------------------------------------------------------------------
 
+std::optional<device_address> sim_device::take_address_range(std::size_t bytes) noexcept {
+  for (auto it = free_ranges_.rbegin(); it != free_ranges_.rend(); ++it) {
+    if (it->second < bytes) continue;
+    const device_address start = it->first;
+    const device_address length = it->second;
+    free_ranges_.erase(std::next(it).base());
+    if (length > bytes) free_ranges_.emplace(start, length - bytes);
+    return start + length - bytes;
+  }
+  return std::nullopt;
+}
+
+void sim_device::give_address_range(device_address start, std::size_t bytes) noexcept {
+  device_address length = bytes;
+  auto next = free_ranges_.lower_bound(start);
+  if (next != free_ranges_.end() && start + length == next->first) {
+    length += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      prev->second += length;
+      return;
+    }
+  }
+  free_ranges_.emplace(start, length);
+}
+
 result<device_address> sim_device::reserve(std::size_t bytes) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.reserve;
@@ -150,13 +181,10 @@ result<device_address> sim_device::reserve(std::size_t bytes) noexcept {
     if (bytes == 0 || !aligned(bytes)) return fail(errc::invalid_argument);
     // Without virtual memory a reservation is memory too, so it counts against the capacity.
     if (!config_.virtual_memory && bytes > config_.capacity_bytes - mapped_bytes_) return fail(errc::out_of_memory);
-    if (bytes > sim_address_limit - next_address_) return fail(errc::out_of_memory);
-
-    const device_address base = next_address_;
-    const device_address end = base + bytes;
-    // One granule of hole after every reservation: segments are never adjacent.
-    next_address_ = sim_address_limit - end >= caps_.granularity_bytes ? end + caps_.granularity_bytes
-                                                                        : sim_address_limit;
+    // Top-down, the highest free range that fits, as the driver places cudaMalloc.
+    const std::optional<device_address> taken = take_address_range(bytes);
+    if (!taken) return fail(errc::out_of_memory);
+    const device_address base = *taken;
     reservation res;
     res.size_bytes = bytes;
     if (!config_.virtual_memory) {
@@ -187,6 +215,7 @@ errc sim_device::release(device_address base, std::size_t bytes) noexcept {
     }
     reserved_bytes_ -= bytes;
     reservations_.erase(it);
+    give_address_range(base, bytes);
     return errc::ok;
   }();
   finish(lock);

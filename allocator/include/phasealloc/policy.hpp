@@ -41,6 +41,12 @@ struct pool_traits {
   ///  - the memory limit is checked once per growth against segment_bytes(pool, rounded)
   ///    (alloc_block checks get_allocation_size, so mapped bytes may pass it by part of a page).
   bool torch_expandable = false;
+  /// Best fit breaks ties between equal-size free blocks (same stream) by the age of their segment,
+  /// oldest first, then by address, as PyTorch 2.15 does (BlockComparatorSizeCounterAddress: a
+  /// counter taken at each cudaMalloc and expandable reservation, inherited by the segment's
+  /// blocks). Off: by address alone (BlockComparatorSize, PyTorch up to 2.11). The release orders
+  /// that walk the size index (size_index, aged, best_fit_then_largest) follow the same order.
+  bool segment_age_order = false;
 };
 
 struct alloc_request {
@@ -60,14 +66,15 @@ enum class release_order {
   address,             ///< In address order until the target is met.
   largest_first,       ///< Largest segments (or free page runs) first: most bytes per call.
   smallest_first,      ///< Smallest first: keeps the large runs a later request can reuse.
-  best_fit_then_largest,  ///< The smallest single segment >= target if there is one (lowest address
-                          ///< among equals), else largest first (highest address among equals).
+  best_fit_then_largest,  ///< The smallest single segment >= target if there is one (first in the
+                          ///< size index among equals), else largest first (the size index backwards).
   aged,                ///< Segments cached at least as long as the mean first, repeatedly (PyTorch's
                        ///< garbage_collection_threshold); age counts allocations since it became free.
                        ///< Within a pass, in size-index order.
   size_index,          ///< Pool by pool (release_step::pool_order), each in the order of its
-                       ///< free-block index: stream, then size, then address, the order PyTorch's
-                       ///< release_blocks walks its block sets (free page runs alike, by block).
+                       ///< free-block index: stream, then size, then age rank (segment_age_order),
+                       ///< then address, the order PyTorch's release_blocks walks its block sets
+                       ///< (free page runs alike, by block).
 };
 
 struct release_step {

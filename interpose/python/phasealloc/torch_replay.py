@@ -19,7 +19,9 @@ of the recording allocator (segment_*, oom) are not followed.
 """
 
 import argparse
+import glob
 import json
+import os
 import sys
 import time
 
@@ -119,6 +121,21 @@ class phase_books:
                 "peak_requested_bytes": self.peak_requested_bytes, "num_allocs": self.num_allocs,
                 "num_frees": self.num_frees, "num_alloc_retries": self.num_alloc_retries, "num_ooms": self.num_ooms,
                 "fragmentation": frag}
+
+
+def block_order(torch):
+    """How this torch orders equal-size free blocks: "segment_age" (oldest segment first, then
+    address: BlockComparatorSizeCounterAddress, torch 2.15) or "address" (BlockComparatorSize,
+    torch 2.11). Read from the comparator's name in libc10_cuda; "" when neither is there."""
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for path in sorted(glob.glob(os.path.join(lib_dir, "libc10_cuda.so*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        if b"BlockComparatorSizeCounterAddress" in data:
+            return "segment_age"
+        if b"BlockComparatorSize" in data:
+            return "address"
+    return ""
 
 
 def replay(torch, strings, events):
@@ -223,6 +240,7 @@ def replay(torch, strings, events):
     return {
         "engine": "torch",
         "torch_version": str(torch.__version__),
+        "block_order": block_order(torch),
         "allocator_settings": torch.cuda.memory._get_current_allocator_settings()
         if hasattr(torch.cuda.memory, "_get_current_allocator_settings") else "",
         "events": len(events),

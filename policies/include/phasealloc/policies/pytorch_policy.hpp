@@ -4,6 +4,8 @@
 // Configuration: the PYTORCH_CUDA_ALLOC_CONF keys, pasted unchanged after "pytorch:", e.g.
 //   pytorch:max_split_size_mb:200,roundup_power2_divisions:[256:1,512:2,>:8],
 //           garbage_collection_threshold:0.6,per_process_memory_fraction:0.9
+// and one key of phasealloc's own, block_order:segment_age|address, the torch version's order of
+// equal-size free blocks (left out of PYTORCH_CUDA_ALLOC_CONF by `--engine torch`).
 // What each key does and where this model differs from torch: pytorch_policy.cpp.
 #pragma once
 
@@ -29,6 +31,10 @@ struct pytorch_policy_options {
   bool expandable_segments = false;
   std::size_t large_segment_bytes = 20 * mib;          ///< large_segment_size_mb (kLargeBuffer).
   double memory_fraction = 1.0;                        ///< per_process_memory_fraction.
+  /// block_order (phasealloc's key, not torch's): which PyTorch's order of equal-size free blocks
+  /// is modelled. true ("segment_age", the default): oldest segment first, then address (torch
+  /// 2.15); false ("address"): address only (torch 2.11). See pytorch_policy.cpp.
+  bool segment_age_order = true;
 };
 
 class pytorch_policy final : public policy {

@@ -245,7 +245,9 @@ mem_status device_malloc(int device, std::size_t bytes, void** out) noexcept {
   std::lock_guard lock(b.mu);
   device_state& d = device_locked(b, device);
   if (!charge_locked(d, rounded)) return mem_status::out_of_memory;
-  auto va = d.va.take(rounded, page_bytes);
+  // Top-down like the driver: a new allocation sits below the older ones (PyTorch's allocator
+  // breaks ties between equal free blocks by address, so the order changes its decisions).
+  auto va = d.va.take_top(rounded, page_bytes);
   auto phys = d.phys.take(rounded, page_bytes);
   if (!va || !phys) fatal("simulated GPU address or offset space exhausted below its capacity");
   char* address = d.arena + *va;
@@ -329,7 +331,7 @@ mem_status vmm_reserve(std::size_t bytes, std::size_t alignment, void* hint, voi
   auto h = reinterpret_cast<std::uintptr_t>(hint);
   auto base = reinterpret_cast<std::uintptr_t>(d.arena);
   if (hint && h >= base && h % alignment == 0 && d.va.take_at(h - base, bytes)) offset = h - base;
-  if (!offset) offset = d.va.take(bytes, alignment);
+  if (!offset) offset = d.va.take_top(bytes, alignment);  // top-down, as cudaMalloc (device_malloc)
   if (!offset) return mem_status::out_of_memory;
   d.reservations[base + *offset] = bytes;
   *out = d.arena + *offset;

@@ -1,5 +1,5 @@
-// range_allocator: first-fit over [0, bytes) with coalescing, for arena addresses and memfd
-// offsets. Not thread-safe: the memory books' mutex guards it.
+// range_allocator: lowest-fit or highest-fit over [0, bytes) with coalescing, for arena addresses
+// and memfd offsets. Not thread-safe: the memory books' mutex guards it.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,20 @@ class range_allocator {
       std::size_t end = it->first + it->second;
       if (start < end && end - start >= bytes) {
         take_from(it, start, bytes);
+        return start;
+      }
+    }
+    return std::nullopt;
+  }
+
+  /// The highest `alignment`-aligned offset with `bytes` free after it, taken.
+  std::optional<std::size_t> take_top(std::size_t bytes, std::size_t alignment) {
+    for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
+      const std::size_t run_end = it->first + it->second;
+      if (run_end < bytes) continue;
+      const std::size_t start = (run_end - bytes) / alignment * alignment;
+      if (start >= it->first) {
+        take_from(std::prev(it.base()), start, bytes);
         return start;
       }
     }

@@ -11,10 +11,25 @@
 //   true   like cuMem VMM: reserve() takes address space only; map()/unmap() back or return any
 //          granule-aligned subrange of a live reservation; release() needs it wholly unmapped.
 //
-// Addresses are fake (never dereference them) but unique: a bump pointer that starts at
-// sim_address_base, leaves a one-granule hole between reservations (so two segments are never
-// adjacent and a block that spans segments is caught), and never hands out a released range
-// again (so a stale pointer can never alias a new block).
+// Addresses are fake (never dereference them) and placed as the CUDA driver places cudaMalloc:
+// each reservation takes the top of the highest free range of the sim's address window
+// [address_base, address_base + address_window_bytes) that fits it, so a new segment sits below
+// the older ones; a released range is free again (merged with free neighbours), and reservations
+// may be adjacent, with no hole between them. simcuda's cudaMalloc and cuMemAddressReserve place
+// by the same rule, so a replay on this sim and PyTorch's own allocator on simcuda see the same
+// address order (a hole here would let a released range take a request simcuda's cannot).
+// Why the order matters: PyTorch's allocator breaks ties between equal-size free blocks by address
+// (torch 2.11), or by segment age and then address (torch 2.15; pytorch_policy.cpp), so where
+// segments land changes what it decides. Evidence: a PPO job (bench/gpu/rlhf_ppo.py, GPT-2 small,
+// 3 steps, torch 2.11) on a real H200 reserved 5624561664 bytes (5.24 GiB) in 181 cudaMalloc
+// segments, the driver handing out mostly descending addresses; its recorded trace replayed
+// through the same torch on the H200 gives the same 5.24 GiB / 181. On simcuda with lowest-first
+// placement, and in this sim as the bump pointer it was (ascending, never reused), the replay gave
+// 5.04 GiB / 166 (177 MiB and 15 segments less); top-down in both it gives 5.24 GiB / 181.
+// Limitations: the driver's placement is mostly, not strictly, top-down (other contexts, its own
+// allocations, page-size pools); this is the rule, not the driver. Released ranges are handed out
+// again, so a stale pointer may alias a newer reservation (as on a GPU); map()/unmap() still refuse
+// a range of no live reservation.
 //
 // Thread-safe: one mutex guards the books, because benches share one sim between engines.
 //
@@ -37,8 +52,10 @@
 
 namespace phasealloc {
 
-/// First address a sim_device hands out (rounded up to its granularity).
+/// Bottom of a sim_device's address window (rounded up to its granularity).
 inline constexpr device_address sim_address_base = 0x7f00'0000'0000;
+/// Size of a sim_device's address window (64 TiB), handed out from the top. Give each sim of a process its own window (sim_address_base + ordinal * this).
+inline constexpr device_address sim_address_window_bytes = device_address{1} << 46;
 
 /// Modelled cost of each call. The sim adds it to modeled_time_ns(); with spin it also busy-waits
 /// that long (outside its lock), so a bench can feel a slow driver.
@@ -59,9 +76,11 @@ struct sim_config {
   std::size_t granularity_bytes = 2 * mib; ///< Unit of reserve/map/unmap sizes and addresses (> 0).
   bool virtual_memory = false;             ///< false: cudaMalloc-like; true: cuMem VMM-like.
   bool events_complete_immediately = true; ///< false: events stay incomplete until completed by hand.
-  /// First address handed out (rounded up to the granularity). Give each sim of a process its own
-  /// base (e.g. sim_address_base + ordinal * 2^44) so that their fake addresses never overlap.
+  /// The address window [address_base, address_base + address_window_bytes), handed out from the
+  /// top down. Give each sim of a process its own window (e.g. address_base = sim_address_base +
+  /// ordinal * sim_address_window_bytes) so that their fake addresses never overlap.
   device_address address_base = sim_address_base;
+  device_address address_window_bytes = sim_address_window_bytes;
   sim_cost cost{};
 };
 
@@ -178,6 +197,10 @@ class sim_device final : public device {
   bool event_complete(const event_state& e) const noexcept;
   /// Accounts `ns` of modelled time (and of spinning, done by finish() after the lock drops).
   void charge(std::uint64_t ns) noexcept;
+  /// The top `bytes` of the highest free address range that holds them, taken; nullopt when none.
+  std::optional<device_address> take_address_range(std::size_t bytes) noexcept;
+  /// [start, start + bytes) free again, merged with its free neighbours.
+  void give_address_range(device_address start, std::size_t bytes) noexcept;
   /// Ends a call: drops the lock, then spins what the call charged when cost.spin is set.
   void finish(std::unique_lock<std::mutex>& lock) noexcept;
   void complete_all_locked() noexcept;
@@ -187,7 +210,9 @@ class sim_device final : public device {
 
   mutable std::mutex mutex_;
   std::map<device_address, reservation> reservations_;
-  device_address next_address_;
+  /// Free address ranges of the window (start -> length), disjoint and never adjacent; a
+  /// reservation takes the top of the highest one that fits it.
+  std::map<device_address, device_address> free_ranges_;
   std::size_t mapped_bytes_ = 0;
   std::size_t reserved_bytes_ = 0;
   std::unordered_map<event_id, event_state> events_;
