@@ -46,6 +46,12 @@ def test_gpt2_small_forward_equals_the_cpu_forward():
     assert r["argmax_equal"] is True
 
 
+def test_a_tiny_moe_routes_tokens_by_value_as_on_the_cpu():
+    r = sim_harness.run(SCENARIOS, "moe_routes_by_value", env=EXACT)
+    assert r["counts_gpu"] == r["counts_cpu"] and sum(r["counts_cpu"]) == 2 * 24, r
+    assert r["logits_diff"] < 1e-4, r
+
+
 def test_attention_forward_and_gradients_equal_the_cpus_grouped_and_causal_too():
     r = sim_harness.run(SCENARIOS, "attention_gradients_match_the_cpu", env=EXACT)
     assert all(diff < 1e-5 for diff in r.values()), r
@@ -57,6 +63,16 @@ def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_
     assert native["steps"] == ours["steps"] == 3, (native, ours)
     assert native["allocator"] == "native" and ours["allocator"] == "phasealloc", (native, ours)
     assert len(native["losses"]) == 3 and native["losses"] == ours["losses"], (native, ours)
+
+
+def test_trls_rloo_sft_and_dpo_trainers_run_three_steps_under_both_allocators():
+    for trainer in ("rloo", "sft", "dpo"):
+        native = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT)
+        ours = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT, native=False)
+        assert native["steps"] == ours["steps"] == 3, (trainer, native, ours)
+        assert ours["allocator"] == "phasealloc", (trainer, ours)
+        assert native["losses"] == ours["losses"] and len(native["losses"]) == 3, (trainer, native, ours)
+        assert all(loss == loss for loss in native["losses"]), (trainer, native)  # no NaN
 
 
 def test_trls_grpo_trainer_needs_the_values():

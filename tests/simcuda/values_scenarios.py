@@ -124,19 +124,41 @@ def scenario_attention_gradients_match_the_cpu():
     return worst
 
 
-def scenario_trl_grpo_three_steps():
-    """TRL's GRPOTrainer, unmodified, on a tiny random Llama and a word-level tokenizer built here and
-    saved with save_pretrained (no downloads), with a Python reward function."""
+def scenario_moe_routes_by_value():
+    """A tiny Mixtral-shaped MoE: tokens go to experts by the router's values, so the per-expert
+    token counts (and the sizes allocated for each expert's batch) are the CPU run's."""
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    config = MixtralConfig(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                           num_experts_per_tok=2, max_position_embeddings=64)
+    torch.manual_seed(7)
+    model = MixtralForCausalLM(config).eval()
+    ids = torch.randint(0, 101, (2, 12))
+    with torch.no_grad():
+        cpu = model(ids, output_router_logits=True)
+        gpu = model.cuda()(ids.cuda(), output_router_logits=True)
+
+    def counts(router_logits):
+        chosen = router_logits[0].topk(2, dim=-1).indices.cpu()
+        return torch.bincount(chosen.flatten(), minlength=4).tolist()
+
+    return {"logits_diff": float((gpu.logits.cpu() - cpu.logits).abs().max()),
+            "counts_gpu": counts(gpu.router_logits), "counts_cpu": counts(cpu.router_logits)}
+
+
+def tiny_llama_and_tokenizer():
+    """A tiny random Llama and a word-level tokenizer, built here and saved with save_pretrained (no
+    downloads); returns (model directory, tokenizer)."""
     import os
     import tempfile
 
     import torch
-    from datasets import Dataset
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-    from trl import GRPOConfig, GRPOTrainer
 
-    out = tempfile.mkdtemp(prefix="grpo-")
+    out = tempfile.mkdtemp(prefix="trl-")
     words = ["<pad>", "<eos>", "<bos>", "<unk>"] + ["w%d" % i for i in range(60)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -149,20 +171,75 @@ def scenario_trl_grpo_three_steps():
                          pad_token_id=0, eos_token_id=1, bos_token_id=2)
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(model_dir)
-    prompts = Dataset.from_dict({"prompt": ["w%d w%d w%d" % (i % 60, (i * 7) % 60, (i * 11) % 60) for i in range(32)]})
+    return model_dir, tokenizer
 
-    def reward_length(completions, **kwargs):
-        return [float(len(c.split())) / 10.0 for c in completions]
 
-    args = GRPOConfig(output_dir=os.path.join(out, "run"), per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=16, max_steps=3, logging_steps=1, report_to=[], save_strategy="no",
-                      learning_rate=1e-4, bf16=False, dataloader_num_workers=0, seed=0)
-    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args, train_dataset=prompts,
-                          processing_class=tokenizer)
+def prompts(n=32):
+    return ["w%d w%d w%d" % (i % 60, (i * 7) % 60, (i * 11) % 60) for i in range(n)]
+
+
+def reward_length(completions, **kwargs):
+    return [float(len(c.split())) / 10.0 for c in completions]
+
+
+def common_args(model_dir):
+    import os
+
+    return dict(output_dir=os.path.join(os.path.dirname(model_dir), "run"), per_device_train_batch_size=4,
+                max_steps=3, logging_steps=1, report_to=[], save_strategy="no", learning_rate=1e-4, bf16=False,
+                dataloader_num_workers=0, seed=0)
+
+
+def trained(trainer):
+    import torch
+
     trainer.train()
     return {"steps": trainer.state.global_step,
             "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
             "allocator": torch.cuda.get_allocator_backend()}
+
+
+def scenario_trl_grpo_three_steps():
+    """TRL's GRPOTrainer, unmodified, with a Python reward function."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    model_dir, tokenizer = tiny_llama_and_tokenizer()
+    args = GRPOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
+    return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
+                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+
+
+def scenario_trl_rloo_three_steps():
+    from datasets import Dataset
+    from trl import RLOOConfig, RLOOTrainer
+
+    model_dir, tokenizer = tiny_llama_and_tokenizer()
+    args = RLOOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
+    return trained(RLOOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
+                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+
+
+def scenario_trl_sft_three_steps():
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    model_dir, tokenizer = tiny_llama_and_tokenizer()
+    args = SFTConfig(max_length=32, **common_args(model_dir))
+    texts = [p + " w1 w2 w3 <eos>" for p in prompts()]
+    return trained(SFTTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict({"text": texts}),
+                              processing_class=tokenizer))
+
+
+def scenario_trl_dpo_three_steps():
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    model_dir, tokenizer = tiny_llama_and_tokenizer()
+    args = DPOConfig(max_length=32, **common_args(model_dir))
+    data = {"prompt": prompts(), "chosen": [" w5 w6" for _ in range(32)], "rejected": [" w9" for _ in range(32)]}
+    return trained(DPOTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict(data),
+                              processing_class=tokenizer))
 
 
 if __name__ == "__main__":

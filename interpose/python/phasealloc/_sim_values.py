@@ -82,7 +82,7 @@ def _make_mode(torch):
     metadata_only = {"resize_", "resize_as_", "set_", "record_stream", "_resize_output_"}
     uninitialized = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
                      aten.new_empty.default, aten.new_empty_strided.default}
-    stand_ins = _attention_on_cpu(torch)
+    stand_ins = _cpu_forms(torch)
 
     def is_cuda(x):
         return isinstance(x, torch.Tensor) and x.device.type == "cuda"
@@ -197,9 +197,10 @@ def _make_mode(torch):
     return values_mode()
 
 
-def _attention_on_cpu(torch):
-    """CPU computations for the CUDA-only attention kernels: {op: function(cpu args) -> outputs},
-    with None for the outputs they do not compute."""
+def _cpu_forms(torch):
+    """CPU computations for operations whose CUDA form has no CPU kernel or other arguments (the
+    CUDA-only attention kernels; log_sigmoid's empty CUDA buffer; integer histc): {op: function(cpu args) ->
+    outputs}, with None for the outputs they do not compute."""
     import torch.nn.functional as F
 
     aten = torch.ops.aten
@@ -252,7 +253,18 @@ def _attention_on_cpu(torch):
         dq, dk, dv = grads(grad_out, q, k, v, attn_bias, dropout_p, is_causal, scale)
         return (dq, dk, dv, None)
 
-    table = {}
+    def log_sigmoid_backward(grad_output, x, buffer):
+        # CUDA's log_sigmoid_forward leaves its buffer empty; the CPU kernel reads one.
+        return aten.log_sigmoid_backward.default(grad_output, x, aten.log_sigmoid_forward.default(x)[1])
+
+    def histc(x, bins=100, min=0, max=0):
+        # CUDA counts integer tensors too (MoE routers count tokens per expert so); the CPU kernel
+        # takes floating point only.
+        if x.is_floating_point():
+            return aten.histc.default(x, bins, min, max)
+        return aten.histc.default(x.double(), bins, min, max).to(x.dtype)
+
+    table = {aten.log_sigmoid_backward.default: log_sigmoid_backward, aten.histc.default: histc}
     for name, fn in (("_scaled_dot_product_flash_attention", flash),
                      ("_scaled_dot_product_flash_attention_backward", flash_backward),
                      ("_scaled_dot_product_efficient_attention", efficient),
