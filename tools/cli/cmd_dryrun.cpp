@@ -47,6 +47,7 @@ namespace fs = std::filesystem;
 struct dryrun_args {
   std::string gpu = "80GiB";
   std::string record_gpu;
+  std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
   std::vector<std::string> policies;
   bool json = false;
   std::string html = "phasealloc-dryrun.html";
@@ -139,7 +140,9 @@ void run_dryrun(const dryrun_args& a) {
   } cleaner{dir, remove_dir};
 
   std::vector<std::string> argv = {find_launcher("dryrun"), fmt::format("--sim-gpu={}", record_bytes), "--trace",
-                                   (dir / "trace.%p.patrace").string(), "--"};
+                                   (dir / "trace.%p.patrace").string()};
+  if (!a.values.empty()) argv.push_back("--sim-values=" + a.values);
+  argv.push_back("--");
   argv.insert(argv.end(), a.command.begin(), a.command.end());
   std::vector<std::pair<std::string, std::string>> env;
   if (const std::string pp = source_python_path(); !pp.empty()) env.emplace_back("PYTHONPATH", pp);
@@ -242,6 +245,10 @@ void add_dryrun_command(CLI::App& app) {
   cmd->add_option("--record-gpu", args->record_gpu,
                   "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
                   "would run out of memory finish");
+  cmd->add_option("--values", args->values,
+                  "the simulated GPU's values: exact (PyTorch operations' outputs are real, computed on the CPU; for "
+                  "jobs whose host code reads device values, e.g. TRL's trainers) or off (kernels are skipped)")
+      ->check(CLI::IsMember({"off", "exact"}));
   cmd->add_option("-p,--policy", args->policies,
                   "allocators to compare, repeatable (default: pytorch, pytorch:expandable_segments:True, phasealloc)");
   cmd->add_flag("--json", args->json, "print the replays' JSON (per process) and the job's exit status");
