@@ -79,6 +79,7 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
   options.check_invariants = config.check_invariants;
   auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options,
                             std::move(host_memory).value(), config.host_budget_bytes);
+  note_engine_made();
   if (held_[static_cast<std::size_t>(ordinal)]) s->eng->hold_device_calls(true);
   for (const int peer : peers_[static_cast<std::size_t>(ordinal)]) {
     if (const errc e = s->eng->grant_peer_access(peer); e != errc::ok) {

@@ -7,7 +7,9 @@
 namespace phasealloc::interpose {
 namespace {
 
-void on_fork_child() noexcept { detail::forked_child.store(true, std::memory_order_relaxed); }
+void on_fork_child() noexcept {
+  if (detail::engine_made.load(std::memory_order_relaxed)) detail::forked_child.store(true, std::memory_order_relaxed);
+}
 
 }  // namespace
 

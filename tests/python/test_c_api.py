@@ -401,6 +401,24 @@ def test_threads_race_to_create_an_engine_and_allocate(lib):
     assert s["num_misuse"] == 0
 
 
+def test_a_fork_before_any_engine_exists_may_allocate():
+    """As PyTorch allows a fork before CUDA is initialised (a DataLoader made before the model moves
+    to the GPU), a fork of a process that loaded phasealloc but made no engine allocates freely."""
+    out = run_python(CTYPES_PRELUDE + """
+lib.phasealloc_phase_begin(b"generation")   # the registry exists, no engine yet
+pid = os.fork()
+if pid == 0:
+    p = lib.phasealloc_try_malloc(1 << 20, 0, None)
+    code = 0 if p else 10
+    if p: lib.phasealloc_free(p, 1 << 20, 0, None)
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+print("child", os.WEXITSTATUS(status))
+""", conf="device:sim,policy:[phasealloc:release:all]")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["child", "0"], out.stdout + out.stderr
+
+
 def test_a_forked_child_makes_no_device_call_and_takes_no_lock():
     """A fork of a process using phasealloc (a DataLoader worker): the child's allocation fails and
     says why, its frees of inherited blocks and its phase changes touch nothing, and the parent's
