@@ -58,7 +58,8 @@ def level_from_environment():
         if key.strip() == "values":
             value = value.strip()
             if value not in _LEVELS:
-                raise ValueError("SIMCUDA_GPU: values:%s is not a value level (valid: %s)" % (value, ", ".join(_LEVELS)))
+                raise ValueError("SIMCUDA_GPU: values:%s is not a value level (valid: %s)" %
+                                 (value, ", ".join(_LEVELS)))
             return value
     return "off"
 
@@ -130,12 +131,13 @@ def _make_mode(torch):
                  (name, str(exc).splitlines()[0][:160]))
 
     def fill(out, ref):
-        """Copies the CPU result(s) `ref` into the CUDA output(s) `out` through their aliases (a
-        None in `ref` leaves that output as the kernel left it)."""
+        """Copies the CPU result(s) `ref` into the output(s) `out`: a CUDA one through its alias, a
+        host one directly (a None in `ref` leaves that output as the kernel left it)."""
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         for o, r in zip(outs, refs):
-            if not (isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)) or o.shape != r.shape or o.numel() == 0:
+            both = isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
+            if not both or o.shape != r.shape or o.numel() == 0:
                 continue
             if is_cuda(o):
                 alias(o).copy_(r)

@@ -54,7 +54,8 @@ namespace phasealloc {
 
 /// Bottom of a sim_device's address window (rounded up to its granularity).
 inline constexpr device_address sim_address_base = 0x7f00'0000'0000;
-/// Size of a sim_device's address window (64 TiB), handed out from the top. Give each sim of a process its own window (sim_address_base + ordinal * this).
+/// Size of a sim_device's address window (64 TiB), handed out from the top. Give each sim of a
+/// process its own window (sim_address_base + ordinal * this).
 inline constexpr device_address sim_address_window_bytes = device_address{1} << 46;
 
 /// Modelled cost of each call. The sim adds it to modeled_time_ns(); with spin it also busy-waits
