@@ -19,6 +19,7 @@ phasealloc_test(NAME simcuda_cublas_test
   LABELS unit simcuda)
 target_include_directories(simcuda_cublas_test PRIVATE ${CMAKE_SOURCE_DIR}/tools/simcuda/include)
 phasealloc_test(NAME simcuda_config_test SRCS simcuda/config_test.cpp DEPS simcuda LABELS unit simcuda)
+phasealloc_test(NAME simcuda_cupti_test SRCS simcuda/cupti_test.cpp DEPS simcuda_cupti simcuda LABELS unit simcuda)
 
 # phasealloc's cuda_runtime and cuda_vmm devices run the device conformance suite on the simulator
 # (the same binary that needs a GPU otherwise); here a device that cannot be made is a failure.
