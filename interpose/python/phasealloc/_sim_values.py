@@ -31,8 +31,10 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
 - Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid and reproducible,
   not the GPU's bit pattern.
 
-Costs: every CUDA operation also runs once on the CPU, single-threaded over aliases: a tiny
-model's step costs what the same step costs on the CPU, plus a Python call per operation.
+Costs: every CUDA operation also runs once on the CPU over aliases (PyTorch's CPU kernels, no
+copies), plus a Python call per operation. Measured on a 2-core machine: a GPT-2-small forward
+scenario takes 17.1 s against 13.7 s with skipped kernels (RSS 1.24 against 1.09 GB); TRL's GRPO
+on a tiny Llama, 3 steps, 6.25 s (RSS 590 MiB), where skip mode dies in its first step.
 
 Limitations (values there are left as the kernel left them: whatever the memory held, that is, the
 stand-in of skip mode; each such operation is named once on stderr):
