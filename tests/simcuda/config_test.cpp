@@ -18,6 +18,7 @@ TEST(simcuda_config, DefaultsAreOneH100With80GiB) {
   EXPECT_EQ(c->events, simcuda::event_mode::at_record);
   EXPECT_FALSE(c->fill_byte);
   EXPECT_FALSE(c->strict);
+  EXPECT_EQ(c->values, simcuda::default_value_level);
 }
 
 TEST(simcuda_config, EveryKeyIsRead) {
@@ -46,6 +47,9 @@ TEST(simcuda_config, SizesTakeBinaryUnitsAndRoundToWholePages) {
   EXPECT_EQ(parse_config("memory:1.5G", error)->gpu.memory_bytes, std::size_t{1536} << 20);
   EXPECT_EQ(parse_config("memory:100000001", error)->gpu.memory_bytes, std::size_t{94} << 20);
   EXPECT_EQ(parse_config("events:sync", error)->events, simcuda::event_mode::at_sync);
+  EXPECT_EQ(parse_config("values:off", error)->values, simcuda::value_level::off);
+  EXPECT_EQ(parse_config("values:observable", error)->values, simcuda::value_level::observable);
+  EXPECT_EQ(parse_config("values:exact", error)->values, simcuda::value_level::exact);
 }
 
 TEST(simcuda_config, BadValuesNameTheKey) {
@@ -64,7 +68,7 @@ TEST(simcuda_config, BadValuesNameTheKey) {
       {"fill:300", "for fill"},
       {"strict:yes", "for strict"},
       {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)"},
-      {"values:fast", "bad value 'fast' for values (expected off or exact)"},
+      {"values:fast", "bad value 'fast' for values (expected off, observable or exact)"},
       {"count", "'count' is not key:value"},
   };
   for (const bad_case& c : cases) {

@@ -73,8 +73,11 @@ def run(test_file, scenario, sim_gpu="80GiB", native=True, env=None, timeout=900
     command = [LAUNCHER, "--sim-gpu=" + sim_gpu] + (["--native"] if native else [])
     command += ["--", sys.executable, os.path.abspath(test_file), scenario]
     out = subprocess.run(command, env=child_env, capture_output=True, text=True, timeout=timeout)
-    if not expect_ok:
-        return out
+    return out if not expect_ok else result(out, scenario)
+
+
+def result(out, scenario):
+    """The dict a scenario's child printed, from its finished process; fails the test if it failed."""
     lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
     assert out.returncode == 0 and lines, "scenario %s failed (exit %d):\n%s\n%s" % (
         scenario, out.returncode, out.stdout[-4000:], out.stderr[-8000:])

@@ -1,20 +1,28 @@
-"""simcuda's value mode (SIMCUDA_GPU=values:exact): PyTorch operations on the simulated GPU give
+"""simcuda's value levels (SIMCUDA_GPU=values:LEVEL): PyTorch operations on the simulated GPU give
 the values the same operations give on the CPU, data-dependent sizes included, so host code that
-reads device values (generate() stopping on EOS, .item(), boolean masks) takes the real path.
-Each test runs one scenario of values_scenarios.py in a fresh process under PyTorch's allocator."""
+reads device values (generate() stopping on EOS, .item(), boolean masks) takes the real path. At
+`exact` every output is real; at `observable` (the default) the heavy products are a stand-in;
+`off` skips kernels. Each test runs one scenario of values_scenarios.py in a fresh process, under
+PyTorch's allocator unless it says otherwise."""
 
 import os
 import subprocess
 import sys
 
+import pytest
+
 import sim_harness
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "values_scenarios.py")
 EXACT = {"SIMCUDA_GPU": "quiet:1,values:exact"}
+OBSERVABLE = {"SIMCUDA_GPU": "quiet:1,values:observable"}
+DEFAULT = {"SIMCUDA_GPU": "quiet:1"}  # no values key: simcuda's default level
+REAL_LEVELS = pytest.mark.parametrize("level", [EXACT, OBSERVABLE], ids=["exact", "observable"])
 
 
-def test_data_dependent_sizes_and_python_answers_are_the_cpus():
-    r = sim_harness.run(SCENARIOS, "data_dependent_sizes", env=EXACT)
+@REAL_LEVELS
+def test_data_dependent_sizes_and_python_answers_are_the_cpus(level):
+    r = sim_harness.run(SCENARIOS, "data_dependent_sizes", env=level)
     assert r["nonzero"][1] is True, r["nonzero"]
     assert r["nonzero_bytes"] >= r["nonzero_cpu_bytes"] > 0, r  # the CUDA output holds what the CPU found
     assert r["masked_select"][0] == r["masked_select"][1], r["masked_select"]
@@ -35,8 +43,11 @@ def test_a_training_step_gives_the_cpus_losses_and_parameters():
     assert r["params_close"] is True
 
 
-def test_generate_stops_on_eos_by_value_and_runs_to_the_limit_without_it():
-    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env=EXACT)
+@REAL_LEVELS
+def test_generate_stops_on_eos_by_value_and_runs_to_the_limit_without_it(level):
+    """No generate() patch at either level: the EOS comes from the head's bias, which the observable
+    level's stand-in for a product with an additive term keeps."""
+    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env=level)
     assert r["stops"] == [[1, 2, 3, 4, 7]], r["stops"]  # EOS forced by the head's bias: one token
     assert r["runs"] == [[1, 2, 3, 4] + [5] * 12], r["runs"]  # never EOS: max_new_tokens
     assert all(0 <= t < 97 for t in r["sampled"][0]), r["sampled"]  # sampling: valid token ids
@@ -59,9 +70,36 @@ def test_attention_forward_and_gradients_equal_the_cpus_grouped_and_causal_too()
     assert all(diff < 1e-5 for diff in r.values()), r
 
 
+def test_the_observable_level_puts_the_stand_in_in_place_of_products_and_computes_the_rest():
+    r = sim_harness.run(SCENARIOS, "stand_in_rule", env=OBSERVABLE)
+    assert r["mm"] == [[0.0] * 4] * 8, r["mm"]  # the product: zeros
+    assert r["addmm"] == [[0.0, 1.0, 2.0, 3.0]] * 8, r["addmm"]  # beta * input kept
+    assert r["relu_of_mm"] == [[1.0] * 4] * 8  # computed from the stand-in
+    exact = sim_harness.run(SCENARIOS, "stand_in_rule", env=EXACT)
+    close = lambda x, y: all(abs(a - b) < 1e-4 for ra, rb in zip(x, y) for a, b in zip(ra, rb))
+    assert close(exact["mm"], exact["mm_cpu"]) and close(exact["addmm"], exact["addmm_cpu"]), exact
+
+
+@REAL_LEVELS
+def test_an_operation_with_no_cpu_kernel_is_named_once_and_gets_zeros(level):
+    out = sim_harness.run(SCENARIOS, "stand_in_rule", env=level, expect_ok=False)
+    r = sim_harness.result(out, "stand_in_rule")
+    assert r["custom"] == [[0.0] * 5] * 2, r["custom"]
+    assert r["x_kept"] == [1.0] * 5  # its input is left as it was
+    named = [line for line in out.stderr.splitlines() if "simcuda_test.double_it" in line]
+    assert len(named) == 1 and "no CPU kernel" in named[0] and "stand-in" in named[0], out.stderr[-2000:]
+
+
+@REAL_LEVELS
+def test_sampling_gives_valid_seeded_draws(level):
+    r = sim_harness.run(SCENARIOS, "sampling_is_valid_and_seeded", env=level)
+    assert r["in_range"] is True and r["reproducible"] is True, r
+    assert r["distinct_values"] > 150, r  # 256 draws from 1000: real draws, not a constant
+
+
 def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_losses():
-    native = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=EXACT)
-    ours = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=EXACT, native=False)
+    native = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT)
+    ours = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT, native=False)
     assert native["steps"] == ours["steps"] == 3, (native, ours)
     assert native["allocator"] == "native" and ours["allocator"] == "phasealloc", (native, ours)
     assert len(native["losses"]) == 3 and native["losses"] == ours["losses"], (native, ours)
@@ -69,37 +107,40 @@ def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_
 
 def test_trls_rloo_sft_and_dpo_trainers_run_three_steps_under_both_allocators():
     for trainer in ("rloo", "sft", "dpo"):
-        native = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT)
-        ours = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT, native=False)
+        native = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT)
+        ours = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT, native=False)
         assert native["steps"] == ours["steps"] == 3, (trainer, native, ours)
         assert ours["allocator"] == "phasealloc", (trainer, ours)
         assert native["losses"] == ours["losses"] and len(native["losses"]) == 3, (trainer, native, ours)
         assert all(loss == loss for loss in native["losses"]), (trainer, native)  # no NaN
 
 
-def test_the_dry_run_of_trls_grpo_job_shows_its_phases_with_values():
+def test_the_dry_run_of_trls_grpo_job_shows_its_phases():
+    """At the default level, with no option: TRL's own calls mark generation (generate()), inference
+    (the reference model under no_grad), training and the optimizer step."""
     sim_harness.skip_or_fail()
     env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir(), SIMCUDA_GPU="quiet:1",
                PYTHONPATH=sim_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sim_harness.phasealloc_cli(), "dryrun", "--values", "exact", "--gpu", "24GiB", "--html", "",
-                          "-q", "--", sys.executable, SCENARIOS, "trl_grpo_three_steps"],
+    out = subprocess.run([sim_harness.phasealloc_cli(), "dryrun", "--gpu", "24GiB", "--html", "",
+                          "-q", "--", sys.executable, SCENARIOS, "trl_grpo_with_reference_three_steps"],
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     phases = {line.split()[0] for line in out.stdout.splitlines() if line.split()[:1]
               and line.split()[0] in ("generation", "inference", "training", "optimizer")}
-    assert {"generation", "training", "optimizer"} <= phases, out.stdout[-3000:]
+    assert phases == {"generation", "inference", "training", "optimizer"}, out.stdout[-3000:]
     assert "phasealloc:release:adaptive        fits" in out.stdout, out.stdout[-3000:]
 
 
 def test_trls_grpo_trainer_needs_the_values():
-    """Without values it dies in its first step, as the issue reported (completions cut at an EOS no
-    comparison computed): what the value mode is for."""
-    out = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env={"SIMCUDA_GPU": "quiet:1"}, expect_ok=False)
+    """With kernels skipped (values:off) it dies in its first step (completions cut at an EOS no
+    comparison computed): what the value levels are for."""
+    out = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env={"SIMCUDA_GPU": "quiet:1,values:off"},
+                          expect_ok=False)
     assert out.returncode != 0 and "Error" in out.stderr, out.stderr[-2000:]
 
 
 def test_without_values_kernels_leave_memory_as_it_was():
-    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env={"SIMCUDA_GPU": "quiet:1"})
+    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env={"SIMCUDA_GPU": "quiet:1,values:off"})
     assert r["stops"] != [[1, 2, 3, 4, 7]], r["stops"]  # no value: generate() runs to the limit
 
 

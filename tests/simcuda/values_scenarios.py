@@ -1,6 +1,6 @@
-"""Scenarios of test_values.py: each runs in a fresh process on the simulated GPU with
-SIMCUDA_GPU=values:exact (real values, interpose/python/phasealloc/_sim_values.py) and returns
-what the test compares with the same work done on the CPU."""
+"""Scenarios of test_values.py: each runs in a fresh process on the simulated GPU at the value level
+the test sets (SIMCUDA_GPU=values:LEVEL) and returns what the test compares with the same work done
+on the CPU."""
 
 import sim_harness
 
@@ -57,6 +57,44 @@ def scenario_training_step_matches_the_cpu():
     cpu_losses, cpu_params = run("cpu")
     return {"gpu_losses": gpu_losses, "cpu_losses": cpu_losses,
             "params_close": all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(gpu_params, cpu_params))}
+
+
+def scenario_stand_in_rule():
+    """What the observable level leaves out, and what no level can compute: the stand-in."""
+    import torch
+
+    torch.manual_seed(4)
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    bias = torch.arange(4.0)
+    lib = torch.library.Library("simcuda_test", "DEF")
+    lib.define("double_it(Tensor x) -> Tensor")
+    lib.impl("double_it", lambda x: x * 2, "CUDA")  # a CUDA kernel only: the CPU cannot compute it
+    x = torch.ones(5, device="cuda")
+    custom = [torch.ops.simcuda_test.double_it(x).cpu().tolist() for _ in range(2)]
+    ac, bc = a.cuda(), b.cuda()
+    return {
+        "mm": (ac @ bc).cpu().tolist(),
+        "mm_cpu": (a @ b).tolist(),
+        "addmm": torch.addmm(bias.cuda(), ac, bc).cpu().tolist(),
+        "addmm_cpu": torch.addmm(bias, a, b).tolist(),
+        "relu_of_mm": torch.relu(ac @ bc + 1).cpu().tolist(),  # what follows a product is computed
+        "custom": custom,
+        "x_kept": x.cpu().tolist(),
+    }
+
+
+def scenario_sampling_is_valid_and_seeded():
+    import torch
+
+    def draws():
+        torch.manual_seed(11)
+        probs = torch.softmax(torch.randn(64, 1000, device="cuda"), dim=-1)
+        return torch.multinomial(probs, 4).cpu(), torch.randint(0, 1000, (256,), device="cuda").cpu()
+
+    (m1, r1), (m2, r2) = draws(), draws()
+    return {"in_range": bool(((m1 >= 0) & (m1 < 1000)).all() and ((r1 >= 0) & (r1 < 1000)).all()),
+            "reproducible": bool(torch.equal(m1, m2) and torch.equal(r1, r2)),
+            "distinct_values": int(r1.unique().numel())}
 
 
 def tiny_gpt2(eos_bias=None, token_bias=None, n_layer=2):
@@ -206,6 +244,17 @@ def scenario_trl_grpo_three_steps():
 
     model_dir, tokenizer = tiny_llama_and_tokenizer()
     args = GRPOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
+    return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
+                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+
+
+def scenario_trl_grpo_with_reference_three_steps():
+    """GRPO with a KL term (beta > 0): a reference model scores every batch under no_grad."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    model_dir, tokenizer = tiny_llama_and_tokenizer()
+    args = GRPOConfig(num_generations=4, max_completion_length=16, beta=0.04, **common_args(model_dir))
     return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
                                train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
 

@@ -246,9 +246,10 @@ void add_dryrun_command(CLI::App& app) {
                   "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
                   "would run out of memory finish");
   cmd->add_option("--values", args->values,
-                  "the simulated GPU's values: exact (PyTorch operations' outputs are real, computed on the CPU; for "
-                  "jobs whose host code reads device values, e.g. TRL's trainers) or off (kernels are skipped)")
-      ->check(CLI::IsMember({"off", "exact"}));
+                  "which PyTorch operations' outputs are real values on the simulated GPU (computed on the CPU, for "
+                  "jobs whose host code reads device values, e.g. TRL's trainers): observable (the default: all but "
+                  "the heavy products, which are a stand-in), exact (all) or off (kernels are skipped: host memory "
+                  "stays untouched, for jobs larger than this machine's memory); simcuda refuses another");
   cmd->add_option("-p,--policy", args->policies,
                   "allocators to compare, repeatable (default: pytorch, pytorch:expandable_segments:True, phasealloc)");
   cmd->add_flag("--json", args->json, "print the replays' JSON (per process) and the job's exit status");

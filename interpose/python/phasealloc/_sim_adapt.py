@@ -6,11 +6,14 @@ Rationale: on the simulator kernels do not run, so two things a real job relies 
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
   PyTorch's own flash or memory-efficient kernels: launches that the simulator counts and skips.
-- **Stopping on a device value.** `generate()` stops when `unfinished_sequences.max() == 0`, a
-  value computed by a kernel that did not run, so it would decode forever (or stop at once).
-  Greedy and sampling decoding stop at exactly max_length instead, the longest a real run can go,
-  which is the memory a dry run must plan for. With real values (SIMCUDA_GPU=values:exact,
-  _sim_values.py) the value is real and generate() is left as it is.
+- **Real values** (_sim_values.py) at simcuda's value level: by default (values:observable) what
+  host code reads is computed, so generate() stops on EOS, TRL's trainers run, and so on.
+- **Stopping on a device value at values:off.** That level leaves host memory untouched, so it is
+  the one for jobs larger than this machine's memory. There `generate()` would stop on
+  `unfinished_sequences.max() == 0`, a value no kernel computed: it would decode forever or stop
+  at once. Greedy and sampling decoding stop at exactly max_length instead, the longest a real run
+  can go, which is the memory a dry run must plan for. At the other levels generate() is left as
+  it is.
 
 Limitations: the attention backend changes the job's allocations a little (cuDNN attention takes a
 workspace, the flash kernel a log-sum-exp buffer). Beam search and assisted decoding keep their
@@ -31,6 +34,10 @@ def _say(message):
         pass
 
 
+def _gib(n):
+    return "%.0f GiB" % (n / 2**30)
+
+
 def _adapt_torch(torch):
     torch.backends.cuda.enable_cudnn_sdp(False)
     from phasealloc import _sim_values
@@ -41,7 +48,9 @@ def _adapt_torch(torch):
         _say(str(exc))
         raise
     if level != "off":
-        _say("values: %s (operations' outputs computed on the CPU into device memory)" % level)
+        _say("values: %s (operations' outputs computed on the CPU into device memory: a job that fills "
+             "%s of simulated GPU memory needs as much of this machine's %s; values:off leaves it untouched)" %
+             (level, _gib(_sim_values.simulated_bytes()), _gib(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))))
 
 
 def _adapt_generation(utils):
@@ -83,7 +92,7 @@ def install():
     from phasealloc import _sim_values
 
     _import_hooks.when_imported("torch", _adapt_torch)
-    if _sim_values.level_from_environment() == "off":  # real values stop generate() by themselves
+    if _sim_values.level() == "off":  # real values stop generate() by themselves
         _import_hooks.when_imported("transformers.generation.utils", _adapt_generation)
 
 

@@ -49,21 +49,29 @@ import ctypes
 import os
 import sys
 
-_LEVELS = ("off", "exact")
 _mode = None
 
 
-def level_from_environment():
-    """The value level SIMCUDA_GPU names (values:LEVEL), 'off' without one."""
-    for item in os.environ.get("SIMCUDA_GPU", "").split(","):
-        key, _, value = item.partition(":")
-        if key.strip() == "values":
-            value = value.strip()
-            if value not in _LEVELS:
-                raise ValueError("SIMCUDA_GPU: values:%s is not a value level (valid: %s)" %
-                                 (value, ", ".join(_LEVELS)))
-            return value
-    return "off"
+def level():
+    """The value level simcuda was configured with (SIMCUDA_GPU values:LEVEL, or simcuda's default:
+    simcuda parses SIMCUDA_GPU and refuses a bad level itself); 'off' when simcuda is not loaded."""
+    try:
+        answer = ctypes.CDLL(None).simcuda_value_level
+    except AttributeError:
+        return "off"
+    answer.restype = ctypes.c_char_p
+    return answer().decode()
+
+
+def simulated_bytes():
+    """The memory of all simulated GPUs together (0 when simcuda is not loaded)."""
+    try:
+        lib = ctypes.CDLL(None)
+        capacity, count = lib.simcuda_capacity_bytes, lib.simcuda_device_count
+    except AttributeError:
+        return 0
+    capacity.restype = ctypes.c_size_t
+    return capacity() * count()
 
 
 def _say(message):
@@ -73,9 +81,26 @@ def _say(message):
         pass
 
 
-def _make_mode(torch):
+# The heavy floating-point products: what the observable level does not compute (aten names, every
+# overload). Their outputs get the stand-in instead.
+_HEAVY = frozenset((
+    "mm", "bmm", "addmm", "addmv", "mv", "baddbmm", "addbmm", "dot", "vdot", "_addmm_activation",
+    "_scaled_mm", "_int_mm", "_grouped_mm", "_scaled_grouped_mm",
+    "convolution", "_convolution", "convolution_backward", "cudnn_convolution", "cudnn_convolution_transpose",
+    "_conv_depthwise2d", "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
+    "_efficient_attention_backward",
+))
+# Products with an additive term (beta * input + alpha * product): the stand-in keeps the term.
+_ADDITIVE = frozenset(("addmm", "addmv", "baddbmm", "addbmm", "_addmm_activation"))
+
+
+def _make_mode(torch, level):
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten, tree_map
+    import torch.nn.functional as F
 
     aten = torch.ops.aten
     dynamic = torch.Tag.dynamic_output_shape
@@ -86,6 +111,7 @@ def _make_mode(torch):
     uninitialized = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
                      aten.new_empty.default, aten.new_empty_strided.default}
     stand_ins = _cpu_forms(torch)
+    observable = level == "observable"
 
     def is_cuda(x):
         return isinstance(x, torch.Tensor) and x.device.type == "cuda"
@@ -129,8 +155,30 @@ def _make_mode(torch):
         name = str(func)
         if name not in named_once:
             named_once.add(name)
-            _say("%s has no CPU kernel here (%s): its outputs keep the skipped kernel's bytes" %
+            _say("%s has no CPU kernel here (%s): its outputs are the stand-in (zeros)" %
                  (name, str(exc).splitlines()[0][:160]))
+
+    def stand_in(func, args, kwargs, out):
+        """The stand-in for outputs no CPU kernel computed: zeros, or for a product with an
+        additive term, the term (beta * input). Arguments written in place keep what they held,
+        as if the operation had been the identity; an out= argument is an output."""
+        if writes_argument(func):
+            outs = [kwargs["out"]] if isinstance(kwargs.get("out"), torch.Tensor) else []
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = [o for o in outs if isinstance(o, torch.Tensor) and o.numel() > 0]
+        term = None
+        name = func._schema.name.split("::")[-1]
+        if name in _ADDITIVE and outs:  # beta is keyword-only in every one of them
+            term = to_cpu(args[0]) * kwargs.get("beta", 1)
+            if name == "_addmm_activation":
+                term = F.gelu(term) if kwargs.get("use_gelu", False) else F.relu(term)
+        for o in outs:
+            view = alias(o) if is_cuda(o) else o
+            if term is not None:
+                view.copy_(term.expand_as(view) if term.dim() <= view.dim() else term)
+            else:
+                view.zero_()
 
     def fill(out, ref):
         """Copies the CPU result(s) `ref` into the output(s) `out`: a CUDA one through its alias, a
@@ -161,13 +209,18 @@ def _make_mode(torch):
             if dynamic in func.tags or (func is aten.index_put_.default and bool_indices(args)):
                 return self._on_cpu_first(func, args, kwargs)
             out = func(*args, **kwargs)
-            if is_view(func) or func in uninitialized or func._schema.name.split("::")[-1] in metadata_only:
+            name = func._schema.name.split("::")[-1]
+            if is_view(func) or func in uninitialized or name in metadata_only:
+                return out
+            if observable and name in _HEAVY:
+                stand_in(func, args, kwargs, out)
                 return out
             try:
                 compute = stand_ins.get(func, func)
                 ref = compute(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
             except Exception as exc:  # no CPU kernel, or arguments only CUDA takes
                 unsupported(func, exc)
+                stand_in(func, args, kwargs, out)
                 return out
             if not writes_argument(func):
                 fill(out, ref)
@@ -179,7 +232,9 @@ def _make_mode(torch):
                 ref = func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
             except Exception as exc:
                 unsupported(func, exc)
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                stand_in(func, args, kwargs, out)
+                return out
             if writes_argument(func):  # index_put_, out= variants: the CPU run wrote the aliases
                 out_arg = kwargs.get("out")
                 if is_cuda(out_arg) and isinstance(ref, torch.Tensor) and out_arg.shape != ref.shape:
@@ -282,11 +337,11 @@ def _cpu_forms(torch):
 def install(torch):
     """Pushes the value mode for the rest of the process (idempotent); 'off' does nothing."""
     global _mode
-    level = level_from_environment()
-    if level == "off" or _mode is not None:
-        return level
+    chosen = level()
+    if chosen == "off" or _mode is not None:
+        return chosen
     from torch.utils._python_dispatch import _push_mode
 
-    _mode = _make_mode(torch)
+    _mode = _make_mode(torch, chosen)
     _push_mode(_mode)
-    return level
+    return chosen

@@ -62,6 +62,22 @@ enum class event_mode {
   at_sync,    ///< complete only at an explicit synchronize (device, stream or event)
 };
 
+/// values:LEVEL, whether operations' outputs are real values. The values are computed above the
+/// CUDA layer, by the value mode PyTorch jobs load (tools/simcuda/python/); the level is parsed here
+/// so a bad one is refused with the rest of the configuration, and the value mode asks for it
+/// through simcuda_value_level().
+enum class value_level {
+  off,         ///< kernels are skipped: outputs hold whatever the memory held
+  observable,  ///< every output is real except the heavy floating-point products (a stand-in)
+  exact,       ///< every output is real
+};
+
+/// The level a job gets when SIMCUDA_GPU names none.
+inline constexpr value_level default_value_level = value_level::observable;
+
+/// "off", "observable" or "exact".
+const char* value_level_name(value_level level) noexcept;
+
 struct config {
   int device_count = 1;
   gpu_spec gpu;
@@ -70,10 +86,7 @@ struct config {
   std::optional<std::uint8_t> fill_byte;  ///< written over new allocations (costs RAM) when set
   bool strict = false;  ///< abort (after the message) when an unemulated function is called
   bool quiet = false;   ///< no start-up banner
-  /// values:LEVEL: whether operations' outputs are real values. Computed above the CUDA layer, by
-  /// the value mode PyTorch jobs load (interpose/python/phasealloc/_sim_values.py); parsed here so a
-  /// bad level is refused with the rest of the configuration.
-  bool values_exact = false;
+  value_level values = default_value_level;
 };
 
 /// The configuration, parsed once from SIMCUDA_GPU on first use. A malformed value prints one

@@ -9,6 +9,7 @@
 //   fill:BYTE        byte written over every new allocation (0x00..0xff)   [none]
 //   strict:0|1       abort at the first unemulated call                    [0]
 //   quiet:0|1        no start-up banner                                    [0]
+//   values:LEVEL     off | observable | exact (core.hpp's value_level)      [observable]
 //
 // A bad value is fatal: a job must not run on a GPU it did not ask for.
 #include <cctype>
@@ -130,15 +131,25 @@ std::optional<config> parse_config(const std::string& text, std::string& error) 
     } else if (key == "quiet") {
       if (!parse_flag(value, c.quiet)) return bad("0 or 1");
     } else if (key == "values") {
-      if (value == "exact") c.values_exact = true;
-      else if (value == "off") c.values_exact = false;
-      else return bad("off or exact");
+      if (value == "exact") c.values = value_level::exact;
+      else if (value == "observable") c.values = value_level::observable;
+      else if (value == "off") c.values = value_level::off;
+      else return bad("off, observable or exact");
     } else {
       error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)";
       return std::nullopt;
     }
   }
   return c;
+}
+
+const char* value_level_name(value_level level) noexcept {
+  switch (level) {
+    case value_level::off: return "off";
+    case value_level::observable: return "observable";
+    case value_level::exact: return "exact";
+  }
+  return "off";
 }
 
 const config& current_config() {
@@ -152,8 +163,8 @@ const config& current_config() {
       std::_Exit(2);
     }
     if (!c->quiet)
-      std::fprintf(stderr, "simcuda: simulated %d x %s, %zu MiB each (kernels are not run)\n",
-                   c->device_count, c->gpu.name.c_str(), c->gpu.memory_bytes >> 20);
+      std::fprintf(stderr, "simcuda: simulated %d x %s, %zu MiB each (kernels are not run; values: %s)\n",
+                   c->device_count, c->gpu.name.c_str(), c->gpu.memory_bytes >> 20, value_level_name(c->values));
     return *c;
   }();
   return parsed;
