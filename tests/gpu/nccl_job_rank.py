@@ -4,8 +4,11 @@ Llama, 3 training steps, after checks whose results only real data movement can 
 - collectives of known host-copied values give the exact result: all-reduce (float32, int64,
   bfloat16), all-gather and reduce-scatter (sum, average) into tensors, all-to-all;
 - DDP: the parameters after wrapping are rank 0's (every rank starts from its own seed; DDP
-  broadcasts rank 0's). Its flattening runs kernels, so this holds under values:exact only.
-- FSDP2: each rank holds its dim-0 shard of the seeded init.
+  broadcasts rank 0's);
+- FSDP2: unsharding (all-gather of the shards) gives back the full parameters of the seeded init.
+
+Both copy through kernels around the collectives, so the parameter checks hold on the simulator
+under SIMCUDA_GPU=values:exact (the jobs' setting) and on GPUs.
 
 It also reads the device's free memory around the first collective (NCCL's buffers are taken
 there, outside PyTorch's allocator). Writes what it saw to <out_dir>/rank<N>.json.
@@ -88,10 +91,15 @@ def main(mode, out_dir):
         for layer in model.model.layers:
             fully_shard(layer)
         fully_shard(model)
-        reference = tiny_llama(seed=7)
-        # Each rank holds its rows of every parameter (dim-0 shards of the same seeded init).
-        result["params_match"] = all(torch.equal(p.to_local().cpu(), q.chunk(world)[rank]) for p, q in
-                                     zip(model.parameters(), reference.parameters()))
+        reference = dict(tiny_llama(seed=7).named_parameters())
+        # Unsharding all-gathers every rank's shard back into the full parameters.
+        modules = [model] + list(model.model.layers)
+        for module in modules:
+            module.unshard()
+        result["params_match"] = all(torch.equal(p.detach().cpu(), reference[name]) for name, p in
+                                     model.named_parameters())
+        for module in reversed(modules):
+            module.reshard()
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(rank)

@@ -34,8 +34,8 @@ def run_job(mode, world, native, out_dir):
     env = child_env("device:cuda_vmm")
     env["NCCL_MAX_NCHANNELS"] = str(CHANNELS)
     if on_simulator():
-        # DDP's check of the broadcast parameters reads values its flattening kernels computed.
-        env["SIMCUDA_GPU"] = "count:%d,quiet:1%s" % (world, ",values:exact" if mode == "ddp" else "")
+        # The parameter checks read values that kernels around the collectives computed.
+        env["SIMCUDA_GPU"] = "count:%d,quiet:1,values:exact" % world
     command = launcher()
     if on_simulator():
         command = [command[0], "--sim-gpu=16GiB"] + command[2:]
