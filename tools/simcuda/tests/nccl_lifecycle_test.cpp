@@ -3,8 +3,10 @@
 // destroy), ncclMemAlloc, registration, and the error paths with NCCL's status codes.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -198,6 +200,31 @@ TEST_F(NcclLifecycleTest, AnAbortFailsThePeersWaitingInACollective) {
     ncclResult_t r = ncclAllReduce(data, data, 16, ncclFloat32, ncclSum, comm, nullptr);
     RANK_CHECK(r == ncclRemoteError, "all-reduce after an abort gave %d", r);
     RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("rank 1 aborted") != std::string::npos, "%s", ncclGetLastError(nullptr));
+    return 0;
+  });
+  EXPECT_TRUE(all_succeeded(statuses));
+}
+
+TEST_F(NcclLifecycleTest, AnAbortFromAnotherThreadReleasesACollectiveBlockedOnTheCommunicator) {
+  // torch's watchdog aborts a communicator whose collective hangs; the blocked call must return.
+  auto statuses = run_ranks(2, [&](int rank, const ncclUniqueId& id) {
+    ncclComm_t comm = join(rank, 2, id);
+    void* data = nullptr;
+    cudaMalloc(&data, mib);
+    if (rank == 1) {
+      usleep(1500000);  // alive, but never joins the collective
+      return 0;
+    }
+    std::thread watchdog([comm] {
+      usleep(100000);
+      ncclCommAbort(comm);
+    });
+    auto start = std::chrono::steady_clock::now();
+    ncclResult_t r = ncclAllReduce(data, data, 16, ncclFloat32, ncclSum, comm, nullptr);
+    double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    watchdog.join();
+    RANK_CHECK(r == ncclRemoteError, "the blocked all-reduce gave %d", r);
+    RANK_CHECK(waited_s < 1.0, "returned after %.2f s", waited_s);
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));

@@ -4,10 +4,12 @@
 
 #include <sys/random.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "simcuda/core.hpp"
 #include "status.hpp"
@@ -215,6 +217,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (ncclResult_t r = check_comm(comm, "ncclCommAbort"); r != ncclSuccess) return r;
   comm->shared.abort();
+  // An operation blocked in another thread sees the abort within a wait (2 ms) and returns.
+  while (comm->in_flight.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   retire_communicator(comm);
   return ncclSuccess;
 }

@@ -3,6 +3,7 @@
 // a registry, so a destroyed or foreign handle is an error value, never dereferenced.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,6 +39,9 @@ struct ncclComm {
   std::vector<premul_op> premul_ops;
   std::map<std::uintptr_t, std::pair<void*, std::size_t>> registrations;  ///< handle -> (buffer, bytes)
   std::uintptr_t next_registration = 1;
+  /// Operations running on this communicator now (ncclCommAbort from another thread waits for them
+  /// to see the abort and return before the communicator is freed).
+  std::atomic<int> in_flight{0};
 };
 
 namespace simcuda::nccl {

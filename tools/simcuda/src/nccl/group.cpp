@@ -11,10 +11,27 @@ namespace simcuda::nccl {
 
 namespace {
 
+// Counts `ops` as running on their communicators for its lifetime.
+class in_flight_guard {
+ public:
+  explicit in_flight_guard(const std::vector<operation>& ops) : ops_(ops) {
+    for (const operation& op : ops_) op.comm->in_flight.fetch_add(1);
+  }
+  ~in_flight_guard() {
+    for (const operation& op : ops_) op.comm->in_flight.fetch_sub(1);
+  }
+  in_flight_guard(const in_flight_guard&) = delete;
+  in_flight_guard& operator=(const in_flight_guard&) = delete;
+
+ private:
+  const std::vector<operation>& ops_;
+};
+
 thread_local int group_depth = 0;
 thread_local std::vector<operation> group_queue;
 
 ncclResult_t run(const std::vector<operation>& ops) {
+  in_flight_guard guard(ops);
   std::size_t i = 0;
   while (i < ops.size()) {
     if (!is_p2p(ops[i].kind)) {
