@@ -6,30 +6,41 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "nccl_ranks.hpp"
 
 namespace {
 
 using nccl_test::all_succeeded;
+using nccl_test::join;
 using nccl_test::run_ranks;
 
-constexpr ncclDataType_t all_types[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
-                                        ncclFloat16, ncclFloat32, ncclFloat64,  ncclBfloat16,   ncclFloat8e4m3, ncclFloat8e5m2};
+constexpr ncclDataType_t all_types[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                        ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                        ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 std::size_t size_of(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -38,39 +49,68 @@ void put(void* base, std::size_t i, ncclDataType_t t, double v) {
   char* p = static_cast<char*>(base) + i * size_of(t);
   auto store = [p](auto x) { std::memcpy(p, &x, sizeof x); };
   switch (t) {
-    case ncclInt8: return store(static_cast<std::int8_t>(v));
-    case ncclUint8: return store(static_cast<std::uint8_t>(v));
-    case ncclInt32: return store(static_cast<std::int32_t>(v));
-    case ncclUint32: return store(static_cast<std::uint32_t>(v));
-    case ncclInt64: return store(static_cast<std::int64_t>(v));
-    case ncclUint64: return store(static_cast<std::uint64_t>(v));
-    case ncclFloat16: return store(__float2half(static_cast<float>(v)));
-    case ncclFloat32: return store(static_cast<float>(v));
-    case ncclFloat64: return store(v);
-    case ncclBfloat16: return store(__float2bfloat16(static_cast<float>(v)));
-    case ncclFloat8e4m3: return store(__nv_fp8_e4m3(static_cast<float>(v)));
-    case ncclFloat8e5m2: return store(__nv_fp8_e5m2(static_cast<float>(v)));
-    default: return;
+    case ncclInt8:
+      return store(static_cast<std::int8_t>(v));
+    case ncclUint8:
+      return store(static_cast<std::uint8_t>(v));
+    case ncclInt32:
+      return store(static_cast<std::int32_t>(v));
+    case ncclUint32:
+      return store(static_cast<std::uint32_t>(v));
+    case ncclInt64:
+      return store(static_cast<std::int64_t>(v));
+    case ncclUint64:
+      return store(static_cast<std::uint64_t>(v));
+    case ncclFloat16:
+      return store(__float2half(static_cast<float>(v)));
+    case ncclFloat32:
+      return store(static_cast<float>(v));
+    case ncclFloat64:
+      return store(v);
+    case ncclBfloat16:
+      return store(__float2bfloat16(static_cast<float>(v)));
+    case ncclFloat8e4m3:
+      return store(__nv_fp8_e4m3(static_cast<float>(v)));
+    case ncclFloat8e5m2:
+      return store(__nv_fp8_e5m2(static_cast<float>(v)));
+    default:
+      return;
   }
 }
 
 double get(const void* base, std::size_t i, ncclDataType_t t) {
   const char* p = static_cast<const char*>(base) + i * size_of(t);
-  auto load = [p](auto x) { std::memcpy(&x, p, sizeof x); return x; };
+  auto load = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  };
   switch (t) {
-    case ncclInt8: return load(std::int8_t{});
-    case ncclUint8: return load(std::uint8_t{});
-    case ncclInt32: return load(std::int32_t{});
-    case ncclUint32: return load(std::uint32_t{});
-    case ncclInt64: return static_cast<double>(load(std::int64_t{}));
-    case ncclUint64: return static_cast<double>(load(std::uint64_t{}));
-    case ncclFloat16: return __half2float(load(__half{}));
-    case ncclFloat32: return load(float{});
-    case ncclFloat64: return load(double{});
-    case ncclBfloat16: return __bfloat162float(load(__nv_bfloat16{}));
-    case ncclFloat8e4m3: return static_cast<float>(load(__nv_fp8_e4m3{}));
-    case ncclFloat8e5m2: return static_cast<float>(load(__nv_fp8_e5m2{}));
-    default: return NAN;
+    case ncclInt8:
+      return load(std::int8_t{});
+    case ncclUint8:
+      return load(std::uint8_t{});
+    case ncclInt32:
+      return load(std::int32_t{});
+    case ncclUint32:
+      return load(std::uint32_t{});
+    case ncclInt64:
+      return static_cast<double>(load(std::int64_t{}));
+    case ncclUint64:
+      return static_cast<double>(load(std::uint64_t{}));
+    case ncclFloat16:
+      return __half2float(load(__half{}));
+    case ncclFloat32:
+      return load(float{});
+    case ncclFloat64:
+      return load(double{});
+    case ncclBfloat16:
+      return __bfloat162float(load(__nv_bfloat16{}));
+    case ncclFloat8e4m3:
+      return static_cast<float>(load(__nv_fp8_e4m3{}));
+    case ncclFloat8e5m2:
+      return static_cast<float>(load(__nv_fp8_e5m2{}));
+    default:
+      return NAN;
   }
 }
 
@@ -91,14 +131,6 @@ std::vector<char> host_copy(const void* device, ncclDataType_t t, std::size_t co
   return host;
 }
 
-ncclComm_t join(int rank, int nranks, const ncclUniqueId& id) {
-  RANK_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice(%d)", rank);
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
-  RANK_CHECK(r == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(r));
-  return comm;
-}
-
 class NcclCollectivesTest : public ::testing::Test {
  protected:
   void SetUp() override { setenv("SIMCUDA_GPU", "count:4,memory:4GiB,quiet:1", 1); }
@@ -106,8 +138,12 @@ class NcclCollectivesTest : public ::testing::Test {
 
 // Inputs whose results are exact in every type, fp8 included: small integers and halves.
 double sum_input(int rank, std::size_t i) { return static_cast<double>((i + static_cast<std::size_t>(rank)) % 2); }
-double prod_input(int rank, std::size_t i) { return 1.0 + static_cast<double>((i + static_cast<std::size_t>(rank)) % 2); }
-double minmax_input(int rank, std::size_t i) { return static_cast<double>((i * 7 + static_cast<std::size_t>(rank) * 3) % 5); }
+double prod_input(int rank, std::size_t i) {
+  return 1.0 + static_cast<double>((i + static_cast<std::size_t>(rank)) % 2);
+}
+double minmax_input(int rank, std::size_t i) {
+  return static_cast<double>((i * 7 + static_cast<std::size_t>(rank) * 3) % 5);
+}
 
 TEST_F(NcclCollectivesTest, AllReduceIsExactForEveryTypeAndOperatorOnEveryRank) {
   constexpr int n = 4;
@@ -118,10 +154,14 @@ TEST_F(NcclCollectivesTest, AllReduceIsExactForEveryTypeAndOperatorOnEveryRank) 
       for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}) {
         auto input = [&](int r, std::size_t i) {
           switch (op) {
-            case ncclSum: return sum_input(r, i);
-            case ncclProd: return prod_input(r, i);
-            case ncclAvg: return 2.0 * r;  // sum 12, average 3 in every type
-            default: return minmax_input(r, i);
+            case ncclSum:
+              return sum_input(r, i);
+            case ncclProd:
+              return prod_input(r, i);
+            case ncclAvg:
+              return 2.0 * r;  // sum 12, average 3 in every type
+            default:
+              return minmax_input(r, i);
           }
         };
         void* buffer = device_buffer(t, count, [&](std::size_t i) { return input(rank, i); });
@@ -175,7 +215,8 @@ TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSt
     for (std::size_t i = 0; i < count; i += 991) {
       double want = 0;
       for (int r = 0; r < n; ++r) want += value(r, static_cast<std::size_t>(rank) * count + i);
-      RANK_CHECK(get(got.data(), i, t) == want, "reduce-scatter element %zu: %g want %g", i, get(got.data(), i, t), want);
+      RANK_CHECK(get(got.data(), i, t) == want, "reduce-scatter element %zu: %g want %g", i, get(got.data(), i, t),
+                 want);
     }
 
     // broadcast from rank 2 into a separate buffer.
@@ -195,8 +236,9 @@ TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSt
     got = host_copy(out, t, count * nn);
     for (std::size_t i = 0; i < count * nn; i += 971) {
       std::size_t from = i / count;
-      RANK_CHECK(get(got.data(), i, t) == value(static_cast<int>(from), static_cast<std::size_t>(rank) * count + i % count),
-                 "all-to-all element %zu", i);
+      RANK_CHECK(
+          get(got.data(), i, t) == value(static_cast<int>(from), static_cast<std::size_t>(rank) * count + i % count),
+          "all-to-all element %zu", i);
     }
 
     // gather to rank 3, scatter from rank 0.
@@ -209,7 +251,8 @@ TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSt
     RANK_CHECK(ncclScatter(mine, out, count, t, 0, comm, nullptr) == ncclSuccess, "scatter");
     got = host_copy(out, t, count);
     for (std::size_t i = 0; i < count; i += 953)
-      RANK_CHECK(get(got.data(), i, t) == value(0, static_cast<std::size_t>(rank) * count + i), "scatter element %zu", i);
+      RANK_CHECK(get(got.data(), i, t) == value(0, static_cast<std::size_t>(rank) * count + i), "scatter element %zu",
+                 i);
     return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
   });
   EXPECT_TRUE(all_succeeded(statuses));
@@ -223,13 +266,17 @@ TEST_F(NcclCollectivesTest, GroupedSendsAndReceivesExchangeInAnyOrderIncludingWi
     ncclComm_t comm = join(rank, n, id);
     std::vector<void*> to(n), from(n);
     for (int peer = 0; peer < n; ++peer) {
-      to[peer] = device_buffer(ncclInt32, count, [&](std::size_t i) { return static_cast<double>(rank * 1000000 + peer * 10000 + static_cast<int>(i % 9999)); });
+      to[peer] = device_buffer(ncclInt32, count, [&](std::size_t i) {
+        return static_cast<double>(rank * 1000000 + peer * 10000 + static_cast<int>(i % 9999));
+      });
       from[peer] = device_buffer(ncclInt32, count, [](std::size_t) { return 0.0; });
     }
     // Every rank posts its receives first: without a group this order would deadlock.
     RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
-    for (int peer = 0; peer < n; ++peer) RANK_CHECK(ncclRecv(from[peer], count, ncclInt32, peer, comm, nullptr) == ncclSuccess, "recv");
-    for (int peer = 0; peer < n; ++peer) RANK_CHECK(ncclSend(to[peer], count, ncclInt32, peer, comm, nullptr) == ncclSuccess, "send");
+    for (int peer = 0; peer < n; ++peer)
+      RANK_CHECK(ncclRecv(from[peer], count, ncclInt32, peer, comm, nullptr) == ncclSuccess, "recv");
+    for (int peer = 0; peer < n; ++peer)
+      RANK_CHECK(ncclSend(to[peer], count, ncclInt32, peer, comm, nullptr) == ncclSuccess, "send");
     ncclResult_t r = ncclGroupEnd();
     RANK_CHECK(r == ncclSuccess, "group end: %s", ncclGetErrorString(r));
     for (int peer = 0; peer < n; ++peer) {
@@ -262,7 +309,8 @@ TEST_F(NcclCollectivesTest, SplitCommunicatorsReduceOverTheirMembersInKeyOrder) 
     RANK_CHECK(get(got.data(), 0, ncclInt64) == want, "split sum %g, want %g", get(got.data(), 0, ncclInt64), want);
     // NCCL_SPLIT_NOCOLOR: no communicator for that rank.
     ncclComm_t none = reinterpret_cast<ncclComm_t>(0x1);
-    RANK_CHECK(ncclCommSplit(world, rank == 0 ? SIMCUDA_NCCL_SPLIT_NOCOLOR : 7, 0, &none, nullptr) == ncclSuccess, "split 2");
+    RANK_CHECK(ncclCommSplit(world, rank == 0 ? SIMCUDA_NCCL_SPLIT_NOCOLOR : 7, 0, &none, nullptr) == ncclSuccess,
+               "split 2");
     RANK_CHECK((rank == 0) == (none == nullptr), "NOCOLOR gives NULL");
     if (none != nullptr) ncclCommDestroy(none);
     ncclCommDestroy(half);
@@ -277,14 +325,17 @@ TEST_F(NcclCollectivesTest, PreMulSumScalesEveryInputBeforeSumming) {
     ncclComm_t comm = join(rank, n, id);
     float host_scalar = 0.5f;
     ncclRedOp_t op;
-    RANK_CHECK(ncclRedOpCreatePreMulSum(&op, &host_scalar, ncclFloat32, ncclScalarHostImmediate, comm) == ncclSuccess, "create");
-    void* buffer = device_buffer(ncclFloat32, 16, [&](std::size_t i) { return 4.0 * (rank + 1) + static_cast<double>(i); });
+    RANK_CHECK(ncclRedOpCreatePreMulSum(&op, &host_scalar, ncclFloat32, ncclScalarHostImmediate, comm) == ncclSuccess,
+               "create");
+    void* buffer =
+        device_buffer(ncclFloat32, 16, [&](std::size_t i) { return 4.0 * (rank + 1) + static_cast<double>(i); });
     RANK_CHECK(ncclAllReduce(buffer, buffer, 16, ncclFloat32, op, comm, nullptr) == ncclSuccess, "all-reduce");
     auto got = host_copy(buffer, ncclFloat32, 16);
     for (std::size_t i = 0; i < 16; ++i)
       RANK_CHECK(get(got.data(), i, ncclFloat32) == 0.5 * (4 + 8 + 2.0 * static_cast<double>(i)), "element %zu", i);
     RANK_CHECK(ncclRedOpDestroy(op, comm) == ncclSuccess, "destroy");
-    RANK_CHECK(ncclAllReduce(buffer, buffer, 16, ncclFloat32, op, comm, nullptr) == ncclInvalidArgument, "destroyed op");
+    RANK_CHECK(ncclAllReduce(buffer, buffer, 16, ncclFloat32, op, comm, nullptr) == ncclInvalidArgument,
+               "destroyed op");
     return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
   });
   EXPECT_TRUE(all_succeeded(statuses));

@@ -2,13 +2,12 @@
 // buffers sized as NCCL sizes them, taken at the first collective, given back by suspend and
 // destroy), ncclMemAlloc, registration, and the error paths with NCCL's status codes.
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "nccl_ranks.hpp"
 #include "simcuda/introspect.h"
@@ -16,19 +15,12 @@
 namespace {
 
 using nccl_test::all_succeeded;
+using nccl_test::join;
 using nccl_test::run_ranks;
 
 constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t page = 2 * mib;
 std::size_t rounded(std::size_t bytes) { return (bytes + page - 1) / page * page; }
-
-ncclComm_t join(int rank, int nranks, const ncclUniqueId& id) {
-  RANK_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice(%d)", rank);
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
-  RANK_CHECK(r == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(r));
-  return comm;
-}
 
 std::size_t free_bytes() {
   size_t free = 0, total = 0;
@@ -60,7 +52,8 @@ TEST_F(NcclLifecycleTest, ConnectionBuffersAreDeviceMemoryTakenAtTheFirstCollect
     ncclComm_t comm = join(rank, 2, id);
     RANK_CHECK(free_bytes() == before, "init takes nothing under runtime connect: %zu -> %zu", before, free_bytes());
     RANK_CHECK(ncclAllReduce(data, data, 1024, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "all-reduce");
-    RANK_CHECK(before - free_bytes() == ring, "first collective took %zu bytes, model says %zu", before - free_bytes(), ring);
+    RANK_CHECK(before - free_bytes() == ring, "first collective took %zu bytes, model says %zu", before - free_bytes(),
+               ring);
     uint64_t total = 0;
     RANK_CHECK(ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) == ncclSuccess && total == ring, "stats %llu",
                static_cast<unsigned long long>(total));
@@ -121,25 +114,32 @@ TEST_F(NcclLifecycleTest, BadArgumentsGetNcclStatusCodesAndALineSayingWhat) {
     void* data = nullptr;
     cudaMalloc(&data, mib);
     int host[4] = {};
-    RANK_CHECK(ncclAllReduce(data, data, 4, static_cast<ncclDataType_t>(42), ncclSum, comm, nullptr) == ncclInvalidArgument, "type");
-    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("invalid data type 42") != std::string::npos, "last error: %s",
-               ncclGetLastError(nullptr));
-    RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, static_cast<ncclRedOp_t>(9), comm, nullptr) == ncclInvalidArgument, "op");
+    RANK_CHECK(
+        ncclAllReduce(data, data, 4, static_cast<ncclDataType_t>(42), ncclSum, comm, nullptr) == ncclInvalidArgument,
+        "type");
+    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("invalid data type 42") != std::string::npos,
+               "last error: %s", ncclGetLastError(nullptr));
+    RANK_CHECK(
+        ncclAllReduce(data, data, 4, ncclInt32, static_cast<ncclRedOp_t>(9), comm, nullptr) == ncclInvalidArgument,
+        "op");
     RANK_CHECK(ncclBroadcast(data, data, 4, ncclInt32, 2, comm, nullptr) == ncclInvalidArgument, "root");
     RANK_CHECK(ncclAllReduce(host, host, 4, ncclInt32, ncclSum, comm, nullptr) == ncclInvalidArgument, "host buffer");
     RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("not live device memory") != std::string::npos, "%s",
                ncclGetLastError(nullptr));
     RANK_CHECK(ncclAllGather(data, data, mib, ncclInt32, comm, nullptr) == ncclInvalidArgument, "buffer too short");
-    RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, reinterpret_cast<void*>(0x1234)) == ncclInvalidArgument,
-               "stream");
+    RANK_CHECK(
+        ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, reinterpret_cast<void*>(0x1234)) == ncclInvalidArgument,
+        "stream");
     RANK_CHECK(ncclGroupEnd() == ncclInvalidUsage, "group end without start");
     RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, nullptr, nullptr) == ncclInvalidArgument, "NULL comm");
     // Nothing was issued on either rank: the communicator still works.
     RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess, "still works");
     RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
-    RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, nullptr) == ncclInvalidArgument, "destroyed comm");
-    RANK_CHECK(std::strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
-               "error string");
+    RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, nullptr) == ncclInvalidArgument,
+               "destroyed comm");
+    RANK_CHECK(
+        std::strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
+        "error string");
     // What is not emulated fails with its name.
     ncclComm_t shrunk = nullptr;
     RANK_CHECK(ncclCommShrink(nullptr, nullptr, 0, &shrunk, nullptr, 0) == ncclInvalidUsage, "stub status");
@@ -154,7 +154,8 @@ TEST_F(NcclLifecycleTest, TwoRanksOnOneGpuOrDisagreeingOnTheSizeAreRefused) {
     ncclComm_t comm = nullptr;
     ncclResult_t r = ncclCommInitRank(&comm, 2, id, rank);
     RANK_CHECK(r == ncclInvalidUsage, "duplicate GPU gave %d", r);
-    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("duplicate GPU") != std::string::npos, "%s", ncclGetLastError(nullptr));
+    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("duplicate GPU") != std::string::npos, "%s",
+               ncclGetLastError(nullptr));
     return 0;
   });
   EXPECT_TRUE(all_succeeded(duplicate));
@@ -181,7 +182,8 @@ TEST_F(NcclLifecycleTest, APeerThatExitsFailsTheOthersWithRemoteErrorNamingIt) {
     if (rank == 1) std::_Exit(0);  // leaves without a word
     ncclResult_t r = ncclAllReduce(data, data, 16, ncclFloat32, ncclSum, comm, nullptr);
     RANK_CHECK(r == ncclRemoteError, "all-reduce with a dead peer gave %d", r);
-    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("rank 1 (pid") != std::string::npos, "%s", ncclGetLastError(nullptr));
+    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("rank 1 (pid") != std::string::npos, "%s",
+               ncclGetLastError(nullptr));
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));
@@ -199,7 +201,8 @@ TEST_F(NcclLifecycleTest, AnAbortFailsThePeersWaitingInACollective) {
     }
     ncclResult_t r = ncclAllReduce(data, data, 16, ncclFloat32, ncclSum, comm, nullptr);
     RANK_CHECK(r == ncclRemoteError, "all-reduce after an abort gave %d", r);
-    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("rank 1 aborted") != std::string::npos, "%s", ncclGetLastError(nullptr));
+    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("rank 1 aborted") != std::string::npos, "%s",
+               ncclGetLastError(nullptr));
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));

@@ -3,6 +3,7 @@
 // per rank, as torchrun starts a job, and collects how each one ended.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +20,8 @@ extern "C" {
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, simcuda_nccl_config_head* config);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    simcuda_nccl_config_head* config);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, simcuda_nccl_config_head* config);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
@@ -33,25 +35,27 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm, simcuda_nccl_config_head* config,
-                            int flags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm,
+                            simcuda_nccl_config_head* config, int flags);
 ncclResult_t ncclMemAlloc(void** pointer, size_t bytes);
 ncclResult_t ncclMemFree(void* pointer);
 const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type, ncclScalarResidence_t residence,
-                                      ncclComm_t comm);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
-ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                           void* stream);
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, void* stream);
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, void* stream);
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            void* stream);
-ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm, void* stream);
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           void* stream);
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, void* stream);
-ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm, void* stream);
+ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                          void* stream);
 ncclResult_t ncclGather(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                         void* stream);
 ncclResult_t ncclScatter(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
@@ -65,14 +69,14 @@ ncclResult_t ncclGroupEnd();
 namespace nccl_test {
 
 /// A failed check inside a rank: says where and what, and ends the rank with status 1.
-#define RANK_CHECK(condition, ...)                                                        \
-  do {                                                                                    \
-    if (!(condition)) {                                                                   \
+#define RANK_CHECK(condition, ...)                                                              \
+  do {                                                                                          \
+    if (!(condition)) {                                                                         \
       std::fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__, __LINE__, #condition); \
-      std::fprintf(stderr, __VA_ARGS__);                                                  \
-      std::fprintf(stderr, "\n");                                                         \
-      std::_Exit(1);                                                                      \
-    }                                                                                     \
+      std::fprintf(stderr, __VA_ARGS__);                                                        \
+      std::fprintf(stderr, "\n");                                                               \
+      std::_Exit(1);                                                                            \
+    }                                                                                           \
   } while (0)
 
 /// Forks `nranks` processes; each runs body(rank, id) (which returns its exit status) under a
@@ -98,6 +102,15 @@ inline std::vector<int> run_ranks(int nranks, const std::function<int(int, const
     statuses.push_back(status);
   }
   return statuses;
+}
+
+/// Rank `rank` of `nranks` on GPU `rank`: the communicator, or the rank ends with the reason.
+inline ncclComm_t join(int rank, int nranks, const ncclUniqueId& id) {
+  RANK_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice(%d)", rank);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
+  RANK_CHECK(r == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(r));
+  return comm;
 }
 
 /// True when every rank exited with status 0.

@@ -19,13 +19,21 @@ reduction reduction_of(const operation& op) {
   const ncclComm& comm = *op.comm;
   reduction how;
   how.ranks = comm.nranks;
-  bool floating = op.type == ncclFloat16 || op.type == ncclFloat32 || op.type == ncclFloat64 || op.type == ncclBfloat16 ||
-                  op.type == ncclFloat8e4m3 || op.type == ncclFloat8e5m2;
+  bool floating = op.type == ncclFloat16 || op.type == ncclFloat32 || op.type == ncclFloat64 ||
+                  op.type == ncclBfloat16 || op.type == ncclFloat8e4m3 || op.type == ncclFloat8e5m2;
   switch (static_cast<int>(op.op)) {
-    case ncclSum: how.op = reduction::kind::sum; break;
-    case ncclProd: how.op = reduction::kind::prod; break;
-    case ncclMax: how.op = reduction::kind::max; break;
-    case ncclMin: how.op = reduction::kind::min; break;
+    case ncclSum:
+      how.op = reduction::kind::sum;
+      break;
+    case ncclProd:
+      how.op = reduction::kind::prod;
+      break;
+    case ncclMax:
+      how.op = reduction::kind::max;
+      break;
+    case ncclMin:
+      how.op = reduction::kind::min;
+      break;
     case ncclAvg:
       // NCCL: floating types pre-multiply by 1/nranks and sum; integers sum, then divide.
       if (floating) {
@@ -60,11 +68,17 @@ char* out(void* base, std::size_t offset) { return static_cast<char*>(base) + of
 
 }  // namespace
 
-ncclResult_t enter_stream(const operation& op) {
+stream* stream_of(const operation& op) {
+  // A null handle is the default stream of the current device: here, the communicator's.
   int previous = current_device();
   set_current_device(op.comm->device);
   stream* s = resolve_stream(op.stream);
   set_current_device(previous);
+  return s;
+}
+
+ncclResult_t enter_stream(const operation& op) {
+  stream* s = stream_of(op);
   if (s == nullptr) return fail(ncclInvalidArgument, op.function, "stream %p is not a live stream", op.stream);
   if (refuse_in_capture(s) != graph_status::ok)
     return static_cast<ncclResult_t>(unsupported(library, op.function,
@@ -85,7 +99,7 @@ ncclResult_t run_collective(const operation& op) {
   const std::size_t esize = element_bytes(op.type);
   const int n = comm.nranks;
   const int me = comm.rank;
-  const std::size_t whole = slot_bytes / esize;                               // elements of a whole slot
+  const std::size_t whole = slot_bytes / esize;                                  // elements of a whole slot
   const std::size_t piece = slot_bytes / (esize * static_cast<std::size_t>(n));  // elements of 1/n of one
   exchange x{comm, op.function};
   const reduction how = reduction_of(op);
@@ -146,7 +160,8 @@ ncclResult_t run_collective(const operation& op) {
           reduce(out(op.recv, at * esize), inputs.data(), n, c, op.type, how);
         } else if (op.kind == op_kind::all_to_all) {
           for (int k = 0; k < n; ++k)
-            std::memcpy(out(op.recv, (static_cast<std::size_t>(k) * op.count + at) * esize), x.of(k) + my_piece, c * esize);
+            std::memcpy(out(op.recv, (static_cast<std::size_t>(k) * op.count + at) * esize), x.of(k) + my_piece,
+                        c * esize);
         } else {
           std::memmove(out(op.recv, at * esize), x.of(op.peer) + my_piece, c * esize);
         }
@@ -155,7 +170,8 @@ ncclResult_t run_collective(const operation& op) {
       return ncclSuccess;
 
     case op_kind::send:
-    case op_kind::recv: break;
+    case op_kind::recv:
+      break;
   }
   return fail(ncclInternalError, op.function, "not a collective");
 }

@@ -69,7 +69,8 @@ ncclResult_t create_communicator(const std::string& name, int nranks, int rank, 
                   comm->device);
   comm->memory = std::make_unique<comm_memory>(comm->device, nranks);
   if (!sizing().runtime_connect && !comm->memory->connect_ring())
-    return fail(ncclUnhandledCudaError, function, "out of memory on device %d for the connection buffers", comm->device);
+    return fail(ncclUnhandledCudaError, function, "out of memory on device %d for the connection buffers",
+                comm->device);
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry().insert(comm.get());
@@ -145,7 +146,8 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
                   config->magic);
     if (config->size >= sizeof(simcuda_nccl_config_head) && config->blocking == 0) blocking = false;
   }
-  std::string name(id.internal + sizeof id_magic, strnlen(id.internal + sizeof id_magic, sizeof id.internal - sizeof id_magic));
+  std::string name(id.internal + sizeof id_magic,
+                   strnlen(id.internal + sizeof id_magic, sizeof id.internal - sizeof id_magic));
   return create_communicator(name, nranks, rank, blocking, comm, function);
 }
 

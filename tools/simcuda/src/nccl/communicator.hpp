@@ -21,8 +21,8 @@ struct ncclComm {
   struct premul_op {
     bool live = false;
     ncclDataType_t type = ncclFloat32;
-    bool on_device = false;   ///< ncclScalarDevice: read at each use
-    double scalar = 0;        ///< ncclScalarHostImmediate: read at creation
+    bool on_device = false;  ///< ncclScalarDevice: read at each use
+    double scalar = 0;       ///< ncclScalarHostImmediate: read at creation
     const void* device_scalar = nullptr;
   };
 

@@ -41,7 +41,8 @@ ncclResult_t run(const std::vector<operation>& ops) {
     }
     std::size_t end = i;
     while (end < ops.size() && is_p2p(ops[end].kind)) ++end;
-    std::vector<operation> batch(ops.begin() + static_cast<std::ptrdiff_t>(i), ops.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<operation> batch(ops.begin() + static_cast<std::ptrdiff_t>(i),
+                                 ops.begin() + static_cast<std::ptrdiff_t>(end));
     if (ncclResult_t r = run_p2p(batch); r != ncclSuccess) return r;
     i = end;
   }
@@ -63,26 +64,6 @@ ncclResult_t submit(const operation& op) {
 
 using namespace simcuda::nccl;
 
-namespace {
-
-operation make(op_kind kind, const char* function, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-               ncclRedOp_t op, int peer, ncclComm_t comm, void* stream) {
-  operation o;
-  o.kind = kind;
-  o.function = function;
-  o.send = send;
-  o.recv = recv;
-  o.count = count;
-  o.type = type;
-  o.op = op;
-  o.peer = peer;
-  o.comm = comm;
-  o.stream = stream;
-  return o;
-}
-
-}  // namespace
-
 extern "C" {
 
 ncclResult_t ncclGroupStart() {
@@ -91,62 +72,163 @@ ncclResult_t ncclGroupStart() {
 }
 
 ncclResult_t ncclGroupEnd() {
-  if (group_depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd", "not inside a group (no matching ncclGroupStart)");
+  if (group_depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupEnd", "not inside a group (no matching ncclGroupStart)");
   if (--group_depth > 0) return ncclSuccess;
   std::vector<operation> ops;
   ops.swap(group_queue);
   return run(ops);
 }
 
-ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                           void* stream) {
-  return submit(make(op_kind::all_reduce, "ncclAllReduce", send, recv, count, type, op, 0, comm, stream));
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, void* stream) {
+  return submit({.kind = op_kind::all_reduce,
+                 .function = "ncclAllReduce",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = op,
+                 .peer = 0,
+                 .stream = stream});
 }
 
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::reduce, "ncclReduce", send, recv, count, type, op, root, comm, stream));
+  return submit({.kind = op_kind::reduce,
+                 .function = "ncclReduce",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = op,
+                 .peer = root,
+                 .stream = stream});
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                            void* stream) {
-  return submit(make(op_kind::broadcast, "ncclBroadcast", send, recv, count, type, ncclSum, root, comm, stream));
+  return submit({.kind = op_kind::broadcast,
+                 .function = "ncclBroadcast",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = root,
+                 .stream = stream});
 }
 
 ncclResult_t ncclBcast(void* buffer, size_t count, ncclDataType_t type, int root, ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::broadcast, "ncclBcast", buffer, buffer, count, type, ncclSum, root, comm, stream));
+  return submit({.kind = op_kind::broadcast,
+                 .function = "ncclBcast",
+                 .comm = comm,
+                 .send = buffer,
+                 .recv = buffer,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = root,
+                 .stream = stream});
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t send_count, ncclDataType_t type, ncclComm_t comm,
                            void* stream) {
-  return submit(make(op_kind::all_gather, "ncclAllGather", send, recv, send_count, type, ncclSum, 0, comm, stream));
+  return submit({.kind = op_kind::all_gather,
+                 .function = "ncclAllGather",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = send_count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = 0,
+                 .stream = stream});
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::reduce_scatter, "ncclReduceScatter", send, recv, recv_count, type, op, 0, comm, stream));
+  return submit({.kind = op_kind::reduce_scatter,
+                 .function = "ncclReduceScatter",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = recv_count,
+                 .type = type,
+                 .op = op,
+                 .peer = 0,
+                 .stream = stream});
 }
 
-ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::all_to_all, "ncclAlltoAll", send, recv, count, type, ncclSum, 0, comm, stream));
+ncclResult_t ncclAlltoAll(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                          void* stream) {
+  return submit({.kind = op_kind::all_to_all,
+                 .function = "ncclAlltoAll",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = 0,
+                 .stream = stream});
 }
 
 ncclResult_t ncclGather(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                         void* stream) {
-  return submit(make(op_kind::gather, "ncclGather", send, recv, count, type, ncclSum, root, comm, stream));
+  return submit({.kind = op_kind::gather,
+                 .function = "ncclGather",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = root,
+                 .stream = stream});
 }
 
 ncclResult_t ncclScatter(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
                          void* stream) {
-  return submit(make(op_kind::scatter, "ncclScatter", send, recv, count, type, ncclSum, root, comm, stream));
+  return submit({.kind = op_kind::scatter,
+                 .function = "ncclScatter",
+                 .comm = comm,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = root,
+                 .stream = stream});
 }
 
 ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::send, "ncclSend", send, nullptr, count, type, ncclSum, peer, comm, stream));
+  return submit({.kind = op_kind::send,
+                 .function = "ncclSend",
+                 .comm = comm,
+                 .send = send,
+                 .recv = nullptr,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = peer,
+                 .stream = stream});
 }
 
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, void* stream) {
-  return submit(make(op_kind::recv, "ncclRecv", nullptr, recv, count, type, ncclSum, peer, comm, stream));
+  return submit({.kind = op_kind::recv,
+                 .function = "ncclRecv",
+                 .comm = comm,
+                 .send = nullptr,
+                 .recv = recv,
+                 .count = count,
+                 .type = type,
+                 .op = ncclSum,
+                 .peer = peer,
+                 .stream = stream});
 }
 
 }  // extern "C"

@@ -43,7 +43,8 @@ ncclResult_t ncclMemFree(void* pointer) {
   {
     std::lock_guard<std::mutex> lock(mem_alloc_mutex);
     if (mem_allocations().erase(pointer) == 0)
-      return fail(ncclUnhandledCudaError, "ncclMemFree", "%p was not returned by ncclMemAlloc (or was freed already)", pointer);
+      return fail(ncclUnhandledCudaError, "ncclMemFree", "%p was not returned by ncclMemAlloc (or was freed already)",
+                  pointer);
   }
   synchronize_device(-1);
   device_free(pointer);
@@ -74,7 +75,8 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   const char* function = "ncclCommSuspend";
   if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
   if ((flags & ~SIMCUDA_NCCL_SUSPEND_MEM) != 0)
-    return fail(ncclInvalidArgument, function, "unknown flags %#x (NCCL_SUSPEND_MEM is %#x)", flags, SIMCUDA_NCCL_SUSPEND_MEM);
+    return fail(ncclInvalidArgument, function, "unknown flags %#x (NCCL_SUSPEND_MEM is %#x)", flags,
+                SIMCUDA_NCCL_SUSPEND_MEM);
   if ((flags & SIMCUDA_NCCL_SUSPEND_MEM) != 0) {
     synchronize_device(comm->device);
     comm->memory->suspend();
@@ -86,8 +88,8 @@ ncclResult_t ncclCommResume(ncclComm_t comm) {
   const char* function = "ncclCommResume";
   if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
   if (!comm->memory->resume())
-    return fail(ncclUnhandledCudaError, function, "out of memory on device %d restoring %zu bytes of buffers", comm->device,
-                comm->memory->connected_bytes());
+    return fail(ncclUnhandledCudaError, function, "out of memory on device %d restoring %zu bytes of buffers",
+                comm->device, comm->memory->connected_bytes());
   return ncclSuccess;
 }
 
@@ -96,20 +98,29 @@ ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t*
   if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
   if (value == nullptr) return fail(ncclInvalidArgument, function, "value argument is NULL");
   switch (stat) {
-    case ncclStatGpuMemTotal: *value = comm->memory->held_bytes(); return ncclSuccess;
-    case ncclStatGpuMemPersist: *value = 0; return ncclSuccess;  // every modelled buffer can be suspended
-    case ncclStatGpuMemSuspend: *value = comm->memory->held_bytes(); return ncclSuccess;
-    case ncclStatGpuMemSuspended: *value = comm->memory->suspended() ? 1 : 0; return ncclSuccess;
+    case ncclStatGpuMemTotal:
+      *value = comm->memory->held_bytes();
+      return ncclSuccess;
+    case ncclStatGpuMemPersist:
+      *value = 0;
+      return ncclSuccess;  // every modelled buffer can be suspended
+    case ncclStatGpuMemSuspend:
+      *value = comm->memory->held_bytes();
+      return ncclSuccess;
+    case ncclStatGpuMemSuspended:
+      *value = comm->memory->suspended() ? 1 : 0;
+      return ncclSuccess;
   }
   return fail(ncclInvalidArgument, function, "unknown statistic %d", static_cast<int>(stat));
 }
 
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type, ncclScalarResidence_t residence,
-                                      ncclComm_t comm) {
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* function = "ncclRedOpCreatePreMulSum";
   if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
   if (op == nullptr || scalar == nullptr) return fail(ncclInvalidArgument, function, "op or scalar argument is NULL");
-  if (element_bytes(type) == 0) return fail(ncclInvalidArgument, function, "invalid data type %d", static_cast<int>(type));
+  if (element_bytes(type) == 0)
+    return fail(ncclInvalidArgument, function, "invalid data type %d", static_cast<int>(type));
   ncclComm::premul_op made;
   made.live = true;
   made.type = type;
@@ -125,8 +136,10 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   }
   std::size_t index = 0;
   while (index < comm->premul_ops.size() && comm->premul_ops[index].live) ++index;
-  if (index == comm->premul_ops.size()) comm->premul_ops.push_back(made);
-  else comm->premul_ops[index] = made;
+  if (index == comm->premul_ops.size())
+    comm->premul_ops.push_back(made);
+  else
+    comm->premul_ops[index] = made;
   *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(index));
   return ncclSuccess;
 }
@@ -135,7 +148,8 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   const char* function = "ncclRedOpDestroy";
   if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
   int index = static_cast<int>(op) - ncclNumOps;
-  if (index < 0 || static_cast<std::size_t>(index) >= comm->premul_ops.size() || !comm->premul_ops[static_cast<std::size_t>(index)].live)
+  if (index < 0 || static_cast<std::size_t>(index) >= comm->premul_ops.size() ||
+      !comm->premul_ops[static_cast<std::size_t>(index)].live)
     return fail(ncclInvalidArgument, function, "operator %d was not made by ncclRedOpCreate* for this communicator",
                 static_cast<int>(op));
   comm->premul_ops[static_cast<std::size_t>(index)].live = false;

@@ -45,7 +45,8 @@ buffer_sizing read_sizing() {
   if (channels < min_channels) channels = min_channels;
   s.channels = static_cast<int>(channels);
   s.p2p_channels_per_peer = static_cast<int>(env_positive("NCCL_NCHANNELS_PER_PEER", s.p2p_channels_per_peer));
-  s.p2p_chunk_bytes = static_cast<std::size_t>(env_positive("NCCL_P2P_NVL_CHUNKSIZE", static_cast<long long>(s.p2p_chunk_bytes)));
+  s.p2p_chunk_bytes =
+      static_cast<std::size_t>(env_positive("NCCL_P2P_NVL_CHUNKSIZE", static_cast<long long>(s.p2p_chunk_bytes)));
   const char* runtime_connect = std::getenv("NCCL_RUNTIME_CONNECT");
   s.runtime_connect = runtime_connect == nullptr || std::atoi(runtime_connect) != 0;
   return s;

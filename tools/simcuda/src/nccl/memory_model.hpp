@@ -10,13 +10,13 @@ namespace simcuda::nccl {
 
 /// The sizing NCCL uses, from its environment variables (read once).
 struct buffer_sizing {
-  std::size_t simple_bytes = std::size_t{4} << 20;  ///< NCCL_BUFFSIZE
-  std::size_t ll_bytes = 8 * 512 * 8 * 16;          ///< NCCL_LL_BUFFSIZE: lines/thread x threads x steps x 16 B
-  std::size_t ll128_bytes = 120 * 640 * 8 * 8;      ///< NCCL_LL128_BUFFSIZE: elems/thread x threads x steps x 8 B
-  int channels = 16;                                ///< NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS
-  int p2p_channels_per_peer = 2;                    ///< NCCL_NCHANNELS_PER_PEER
+  std::size_t simple_bytes = std::size_t{4} << 20;       ///< NCCL_BUFFSIZE
+  std::size_t ll_bytes = 8 * 512 * 8 * 16;               ///< NCCL_LL_BUFFSIZE: lines/thread x threads x steps x 16 B
+  std::size_t ll128_bytes = 120 * 640 * 8 * 8;           ///< NCCL_LL128_BUFFSIZE: elems/thread x threads x steps x 8 B
+  int channels = 16;                                     ///< NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS
+  int p2p_channels_per_peer = 2;                         ///< NCCL_NCHANNELS_PER_PEER
   std::size_t p2p_chunk_bytes = std::size_t{512} << 10;  ///< NCCL_P2P_NVL_CHUNKSIZE
-  bool runtime_connect = true;                      ///< NCCL_RUNTIME_CONNECT (0: connect at init)
+  bool runtime_connect = true;                           ///< NCCL_RUNTIME_CONNECT (0: connect at init)
 
   /// One collective connection: the receive buffers of the three protocols.
   std::size_t ring_connection_bytes() const noexcept { return simple_bytes + ll_bytes + ll128_bytes; }

@@ -8,10 +8,22 @@
 
 #include "communicator.hpp"
 #include "reduce.hpp"
+#include "simcuda/core.hpp"
 
 namespace simcuda::nccl {
 
-enum class op_kind { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, gather, scatter, send, recv };
+enum class op_kind {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  all_to_all,
+  gather,
+  scatter,
+  send,
+  recv
+};
 
 struct operation {
   op_kind kind = op_kind::all_reduce;
@@ -27,6 +39,10 @@ struct operation {
 };
 
 inline bool is_p2p(op_kind kind) { return kind == op_kind::send || kind == op_kind::recv; }
+
+/// The simulator's stream `op` is issued on (its handle read for the communicator's device), or
+/// nullptr when the handle is not a live stream.
+stream* stream_of(const operation& op);
 
 /// Checks an operation's arguments (communicator, type, operator, root/peer, buffers, stream).
 ncclResult_t validate(const operation& op);

@@ -139,20 +139,28 @@ T combine(T a, T b, reduction::kind op) {
     switch (op) {
       case reduction::kind::sum:
       case reduction::kind::avg_int:
-      case reduction::kind::premul_sum: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case reduction::kind::prod: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case reduction::kind::max: return std::max(a, b);
-      case reduction::kind::min: return std::min(a, b);
+      case reduction::kind::premul_sum:
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      case reduction::kind::prod:
+        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      case reduction::kind::max:
+        return std::max(a, b);
+      case reduction::kind::min:
+        return std::min(a, b);
     }
   } else {
     switch (op) {
       case reduction::kind::sum:
       case reduction::kind::avg_int:
-      case reduction::kind::premul_sum: return a + b;
-      case reduction::kind::prod: return a * b;
+      case reduction::kind::premul_sum:
+        return a + b;
+      case reduction::kind::prod:
+        return a * b;
       // NCCL's max/min propagate NaN.
-      case reduction::kind::max: return (std::isnan(a) || std::isnan(b)) ? a + b : std::max(a, b);
-      case reduction::kind::min: return (std::isnan(a) || std::isnan(b)) ? a + b : std::min(a, b);
+      case reduction::kind::max:
+        return (std::isnan(a) || std::isnan(b)) ? a + b : std::max(a, b);
+      case reduction::kind::min:
+        return (std::isnan(a) || std::isnan(b)) ? a + b : std::min(a, b);
     }
   }
   return a;
@@ -184,71 +192,115 @@ std::size_t element_bytes(ncclDataType_t type) noexcept {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
+    case ncclFloat8e5m2:
+      return 1;
     case ncclFloat16:
-    case ncclBfloat16: return 2;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
+    case ncclFloat32:
+      return 4;
     case ncclInt64:
     case ncclUint64:
-    case ncclFloat64: return 8;
-    default: return 0;
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* type_name(ncclDataType_t type) noexcept {
   switch (type) {
-    case ncclInt8: return "ncclInt8";
-    case ncclUint8: return "ncclUint8";
-    case ncclInt32: return "ncclInt32";
-    case ncclUint32: return "ncclUint32";
-    case ncclInt64: return "ncclInt64";
-    case ncclUint64: return "ncclUint64";
-    case ncclFloat16: return "ncclFloat16";
-    case ncclFloat32: return "ncclFloat32";
-    case ncclFloat64: return "ncclFloat64";
-    case ncclBfloat16: return "ncclBfloat16";
-    case ncclFloat8e4m3: return "ncclFloat8e4m3";
-    case ncclFloat8e5m2: return "ncclFloat8e5m2";
-    default: return "an unknown data type";
+    case ncclInt8:
+      return "ncclInt8";
+    case ncclUint8:
+      return "ncclUint8";
+    case ncclInt32:
+      return "ncclInt32";
+    case ncclUint32:
+      return "ncclUint32";
+    case ncclInt64:
+      return "ncclInt64";
+    case ncclUint64:
+      return "ncclUint64";
+    case ncclFloat16:
+      return "ncclFloat16";
+    case ncclFloat32:
+      return "ncclFloat32";
+    case ncclFloat64:
+      return "ncclFloat64";
+    case ncclBfloat16:
+      return "ncclBfloat16";
+    case ncclFloat8e4m3:
+      return "ncclFloat8e4m3";
+    case ncclFloat8e5m2:
+      return "ncclFloat8e5m2";
+    default:
+      return "an unknown data type";
   }
 }
 
 void reduce(void* out, const void* const* inputs, int n, std::size_t count, ncclDataType_t type,
             const reduction& how) noexcept {
   switch (type) {
-    case ncclInt8: return reduce_as<plain<std::int8_t>>(out, inputs, n, count, how);
-    case ncclUint8: return reduce_as<plain<std::uint8_t>>(out, inputs, n, count, how);
-    case ncclInt32: return reduce_as<plain<std::int32_t>>(out, inputs, n, count, how);
-    case ncclUint32: return reduce_as<plain<std::uint32_t>>(out, inputs, n, count, how);
-    case ncclInt64: return reduce_as<plain<std::int64_t>>(out, inputs, n, count, how);
-    case ncclUint64: return reduce_as<plain<std::uint64_t>>(out, inputs, n, count, how);
-    case ncclFloat32: return reduce_as<plain<float>>(out, inputs, n, count, how);
-    case ncclFloat64: return reduce_as<plain<double>>(out, inputs, n, count, how);
-    case ncclFloat16: return reduce_as<narrow_float<std::uint16_t, half_to_float, float_to_half>>(out, inputs, n, count, how);
-    case ncclBfloat16: return reduce_as<narrow_float<std::uint16_t, bf16_to_float, float_to_bf16>>(out, inputs, n, count, how);
-    case ncclFloat8e4m3: return reduce_as<narrow_float<std::uint8_t, e4m3_to_float, float_to_e4m3>>(out, inputs, n, count, how);
-    case ncclFloat8e5m2: return reduce_as<narrow_float<std::uint8_t, e5m2_to_float, float_to_e5m2>>(out, inputs, n, count, how);
-    default: return;
+    case ncclInt8:
+      return reduce_as<plain<std::int8_t>>(out, inputs, n, count, how);
+    case ncclUint8:
+      return reduce_as<plain<std::uint8_t>>(out, inputs, n, count, how);
+    case ncclInt32:
+      return reduce_as<plain<std::int32_t>>(out, inputs, n, count, how);
+    case ncclUint32:
+      return reduce_as<plain<std::uint32_t>>(out, inputs, n, count, how);
+    case ncclInt64:
+      return reduce_as<plain<std::int64_t>>(out, inputs, n, count, how);
+    case ncclUint64:
+      return reduce_as<plain<std::uint64_t>>(out, inputs, n, count, how);
+    case ncclFloat32:
+      return reduce_as<plain<float>>(out, inputs, n, count, how);
+    case ncclFloat64:
+      return reduce_as<plain<double>>(out, inputs, n, count, how);
+    case ncclFloat16:
+      return reduce_as<narrow_float<std::uint16_t, half_to_float, float_to_half>>(out, inputs, n, count, how);
+    case ncclBfloat16:
+      return reduce_as<narrow_float<std::uint16_t, bf16_to_float, float_to_bf16>>(out, inputs, n, count, how);
+    case ncclFloat8e4m3:
+      return reduce_as<narrow_float<std::uint8_t, e4m3_to_float, float_to_e4m3>>(out, inputs, n, count, how);
+    case ncclFloat8e5m2:
+      return reduce_as<narrow_float<std::uint8_t, e5m2_to_float, float_to_e5m2>>(out, inputs, n, count, how);
+    default:
+      return;
   }
 }
 
 double load_scalar(const void* pointer, ncclDataType_t type) noexcept {
   switch (type) {
-    case ncclInt8: return plain<std::int8_t>::load(pointer, 0);
-    case ncclUint8: return plain<std::uint8_t>::load(pointer, 0);
-    case ncclInt32: return plain<std::int32_t>::load(pointer, 0);
-    case ncclUint32: return plain<std::uint32_t>::load(pointer, 0);
-    case ncclInt64: return static_cast<double>(plain<std::int64_t>::load(pointer, 0));
-    case ncclUint64: return static_cast<double>(plain<std::uint64_t>::load(pointer, 0));
-    case ncclFloat32: return plain<float>::load(pointer, 0);
-    case ncclFloat64: return plain<double>::load(pointer, 0);
-    case ncclFloat16: return narrow_float<std::uint16_t, half_to_float, float_to_half>::load(pointer, 0);
-    case ncclBfloat16: return narrow_float<std::uint16_t, bf16_to_float, float_to_bf16>::load(pointer, 0);
-    case ncclFloat8e4m3: return narrow_float<std::uint8_t, e4m3_to_float, float_to_e4m3>::load(pointer, 0);
-    case ncclFloat8e5m2: return narrow_float<std::uint8_t, e5m2_to_float, float_to_e5m2>::load(pointer, 0);
-    default: return 0;
+    case ncclInt8:
+      return plain<std::int8_t>::load(pointer, 0);
+    case ncclUint8:
+      return plain<std::uint8_t>::load(pointer, 0);
+    case ncclInt32:
+      return plain<std::int32_t>::load(pointer, 0);
+    case ncclUint32:
+      return plain<std::uint32_t>::load(pointer, 0);
+    case ncclInt64:
+      return static_cast<double>(plain<std::int64_t>::load(pointer, 0));
+    case ncclUint64:
+      return static_cast<double>(plain<std::uint64_t>::load(pointer, 0));
+    case ncclFloat32:
+      return plain<float>::load(pointer, 0);
+    case ncclFloat64:
+      return plain<double>::load(pointer, 0);
+    case ncclFloat16:
+      return narrow_float<std::uint16_t, half_to_float, float_to_half>::load(pointer, 0);
+    case ncclBfloat16:
+      return narrow_float<std::uint16_t, bf16_to_float, float_to_bf16>::load(pointer, 0);
+    case ncclFloat8e4m3:
+      return narrow_float<std::uint8_t, e4m3_to_float, float_to_e4m3>::load(pointer, 0);
+    case ncclFloat8e5m2:
+      return narrow_float<std::uint8_t, e5m2_to_float, float_to_e5m2>::load(pointer, 0);
+    default:
+      return 0;
   }
 }
 

@@ -34,7 +34,9 @@ std::size_t box_data_offset(int nranks) {
 std::size_t slots_offset(int nranks) {
   return box_data_offset(nranks) + static_cast<std::size_t>(nranks) * nranks * mailbox_bytes;
 }
-std::size_t segment_bytes(int nranks) { return slots_offset(nranks) + static_cast<std::size_t>(nranks) * 2 * slot_bytes; }
+std::size_t segment_bytes(int nranks) {
+  return slots_offset(nranks) + static_cast<std::size_t>(nranks) * 2 * slot_bytes;
+}
 
 std::uint32_t* word(std::atomic<std::uint32_t>& a) { return reinterpret_cast<std::uint32_t*>(&a); }
 
@@ -43,7 +45,9 @@ void futex_wait(std::atomic<std::uint32_t>& a, std::uint32_t seen, long timeout_
   syscall(SYS_futex, word(a), FUTEX_WAIT, seen, &timeout, nullptr, 0);
 }
 
-void futex_wake(std::atomic<std::uint32_t>& a) { syscall(SYS_futex, word(a), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
+void futex_wake(std::atomic<std::uint32_t>& a) {
+  syscall(SYS_futex, word(a), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
 
 // A process that exited, or a zombie its parent has not reaped yet.
 bool process_gone(int pid) {
@@ -74,8 +78,9 @@ ncclResult_t segment::join(const std::string& name, int nranks, int rank, int de
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) return fail(ncclSystemError, function, "shm_open(%s): %s", name.c_str(), std::strerror(errno));
   std::size_t bytes = segment_bytes(nranks);
-  struct stat st{};
-  if (fstat(fd, &st) != 0 || (static_cast<std::size_t>(st.st_size) < bytes && ftruncate(fd, static_cast<off_t>(bytes)) != 0)) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 ||
+      (static_cast<std::size_t>(st.st_size) < bytes && ftruncate(fd, static_cast<off_t>(bytes)) != 0)) {
     int error = errno;
     close(fd);
     return fail(ncclSystemError, function, "sizing %s to %zu bytes: %s", name.c_str(), bytes, std::strerror(error));
@@ -132,7 +137,8 @@ ncclResult_t segment::join(const std::string& name, int nranks, int rank, int de
 
 ncclResult_t segment::check_peers(const char* function) {
   if (std::int32_t by = header_->aborted_by.load(); by != 0)
-    return fail(ncclRemoteError, function, "rank %d aborted the communicator (ncclCommAbort, or it failed to join)", by - 1);
+    return fail(ncclRemoteError, function, "rank %d aborted the communicator (ncclCommAbort, or it failed to join)",
+                by - 1);
   for (int r = 0; r < nranks_; ++r) {
     int pid = header_->pid[r].load();
     if (r != rank_ && pid > 0 && process_gone(pid))
@@ -172,7 +178,8 @@ char* segment::slot(int rank, int bank) const noexcept {
 }
 
 mailbox& segment::box(int from, int to) const noexcept {
-  return *reinterpret_cast<mailbox*>(base_ + boxes_offset() + (static_cast<std::size_t>(from) * nranks_ + to) * box_header_bytes);
+  return *reinterpret_cast<mailbox*>(base_ + boxes_offset() +
+                                     (static_cast<std::size_t>(from) * nranks_ + to) * box_header_bytes);
 }
 
 char* segment::box_data(int from, int to) const noexcept {

@@ -25,11 +25,11 @@ struct mailbox {
 
 struct segment_header {
   std::atomic<std::int32_t> nranks;
-  std::atomic<std::uint32_t> joined;              ///< ranks arrived (futex word)
+  std::atomic<std::uint32_t> joined;  ///< ranks arrived (futex word)
   std::atomic<std::uint32_t> barrier_arrived;
-  std::atomic<std::uint32_t> barrier_generation;  ///< futex word
-  std::atomic<std::int32_t> aborted_by;           ///< rank + 1 of an ncclCommAbort, 0 when none
-  std::atomic<std::uint32_t> doorbell[max_ranks]; ///< bumped when a peer moved a mailbox of the rank
+  std::atomic<std::uint32_t> barrier_generation;   ///< futex word
+  std::atomic<std::int32_t> aborted_by;            ///< rank + 1 of an ncclCommAbort, 0 when none
+  std::atomic<std::uint32_t> doorbell[max_ranks];  ///< bumped when a peer moved a mailbox of the rank
   std::atomic<std::int32_t> pid[max_ranks];
   std::int32_t device[max_ranks];
   std::int32_t split_color[max_ranks];

@@ -17,8 +17,8 @@ ncclResult_t check_buffer(const operation& op, const void* pointer, std::size_t 
   if (pointer == nullptr) return fail(ncclInvalidArgument, op.function, "%s is NULL (for %zu bytes)", what, bytes);
   if (!device_range_accessible(pointer, bytes))
     return fail(ncclInvalidArgument, op.function,
-                "%s %p + %zu bytes is not live device memory of the simulated GPU (freed, host memory, or too short)", what,
-                pointer, bytes);
+                "%s %p + %zu bytes is not live device memory of the simulated GPU (freed, host memory, or too short)",
+                what, pointer, bytes);
   return ncclSuccess;
 }
 
@@ -55,27 +55,43 @@ ncclResult_t validate(const operation& op) {
   std::size_t send_elements = op.count;
   std::size_t recv_elements = op.count;
   switch (op.kind) {
-    case op_kind::all_gather: recv_elements = op.count * n; break;
-    case op_kind::reduce_scatter: send_elements = op.count * n; break;
-    case op_kind::all_to_all: send_elements = recv_elements = op.count * n; break;
-    case op_kind::broadcast: send_elements = root ? op.count : 0; break;
-    case op_kind::reduce: recv_elements = root ? op.count : 0; break;
-    case op_kind::gather: recv_elements = root ? op.count * n : 0; break;
-    case op_kind::scatter: send_elements = root ? op.count * n : 0; break;
-    case op_kind::send: recv_elements = 0; break;
-    case op_kind::recv: send_elements = 0; break;
-    case op_kind::all_reduce: break;
+    case op_kind::all_gather:
+      recv_elements = op.count * n;
+      break;
+    case op_kind::reduce_scatter:
+      send_elements = op.count * n;
+      break;
+    case op_kind::all_to_all:
+      send_elements = recv_elements = op.count * n;
+      break;
+    case op_kind::broadcast:
+      send_elements = root ? op.count : 0;
+      break;
+    case op_kind::reduce:
+      recv_elements = root ? op.count : 0;
+      break;
+    case op_kind::gather:
+      recv_elements = root ? op.count * n : 0;
+      break;
+    case op_kind::scatter:
+      send_elements = root ? op.count * n : 0;
+      break;
+    case op_kind::send:
+      recv_elements = 0;
+      break;
+    case op_kind::recv:
+      send_elements = 0;
+      break;
+    case op_kind::all_reduce:
+      break;
   }
   if (ncclResult_t r = check_buffer(op, op.send, send_elements, "sendbuff"); r != ncclSuccess) return r;
   if (ncclResult_t r = check_buffer(op, op.recv, recv_elements, "recvbuff"); r != ncclSuccess) return r;
-  int previous = current_device();
-  set_current_device(comm.device);
-  stream* s = resolve_stream(op.stream);
-  set_current_device(previous);
+  stream* s = stream_of(op);
   if (s == nullptr) return fail(ncclInvalidArgument, op.function, "stream %p is not a live stream", op.stream);
   if (stream_device(s) != comm.device)
-    return fail(ncclInvalidArgument, op.function, "stream %p belongs to device %d, the communicator to device %d", op.stream,
-                stream_device(s), comm.device);
+    return fail(ncclInvalidArgument, op.function, "stream %p belongs to device %d, the communicator to device %d",
+                op.stream, stream_device(s), comm.device);
   return ncclSuccess;
 }
 
