@@ -47,7 +47,8 @@ def exact_collectives(rank, world):
     mine = (base + rank * 1000).float().cuda()
     gathered = torch.empty(world * base.numel(), device="cuda")
     dist.all_gather_into_tensor(gathered, mine)
-    exact["all_gather_into_tensor"] = bool(torch.equal(gathered.cpu(), torch.cat([base + r * 1000 for r in range(world)]).float()))
+    want = torch.cat([base + r * 1000 for r in range(world)]).float()
+    exact["all_gather_into_tensor"] = bool(torch.equal(gathered.cpu(), want))
     full = torch.cat([base * (r + 1) + rank for r in range(world)]).float()
     for op, divide in ((dist.ReduceOp.SUM, 1), (dist.ReduceOp.AVG, world)):
         out = torch.empty(base.numel(), device="cuda")
@@ -58,7 +59,8 @@ def exact_collectives(rank, world):
     send = torch.cat([base[:64] + 100 * rank + d for d in range(world)]).float().cuda()
     received = torch.empty_like(send)
     dist.all_to_all_single(received, send)
-    exact["all_to_all_single"] = bool(torch.equal(received.cpu(), torch.cat([base[:64] + 100 * r + rank for r in range(world)]).float()))
+    want = torch.cat([base[:64] + 100 * r + rank for r in range(world)]).float()
+    exact["all_to_all_single"] = bool(torch.equal(received.cpu(), want))
     return exact
 
 
