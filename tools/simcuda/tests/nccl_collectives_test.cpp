@@ -336,6 +336,45 @@ TEST_F(NcclCollectivesTest, PreMulSumScalesEveryInputBeforeSumming) {
     RANK_CHECK(ncclRedOpDestroy(op, comm) == ncclSuccess, "destroy");
     RANK_CHECK(ncclAllReduce(buffer, buffer, 16, ncclFloat32, op, comm, nullptr) == ncclInvalidArgument,
                "destroyed op");
+    // A scalar in device memory is read when the collective runs, not when the operator is made.
+    void* scalar = device_buffer(ncclFloat64, 1, [](std::size_t) { return 3.0; });
+    RANK_CHECK(ncclRedOpCreatePreMulSum(&op, scalar, ncclFloat64, ncclScalarDevice, comm) == ncclSuccess, "create");
+    double ten = 10.0;
+    cudaMemcpy(scalar, &ten, sizeof ten, cudaMemcpyHostToDevice);
+    void* doubles = device_buffer(ncclFloat64, 4, [&](std::size_t) { return rank + 1.0; });
+    RANK_CHECK(ncclReduceScatter(doubles, doubles, 2, ncclFloat64, op, comm, nullptr) == ncclSuccess, "reduce-scatter");
+    got = host_copy(doubles, ncclFloat64, 2);
+    RANK_CHECK(get(got.data(), 0, ncclFloat64) == 30.0 && get(got.data(), 1, ncclFloat64) == 30.0, "device scalar: %g",
+               get(got.data(), 0, ncclFloat64));
+    RANK_CHECK(ncclAllReduce(doubles, doubles, 2, ncclFloat32, op, comm, nullptr) == ncclInvalidArgument,
+               "an operator made for double used on float");
+    return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
+  });
+  EXPECT_TRUE(all_succeeded(statuses));
+}
+
+TEST_F(NcclCollectivesTest, NonblockingConfigInPlaceBroadcastAndVersion) {
+  constexpr int n = 2;
+  auto statuses = run_ranks(n, [&](int rank, const ncclUniqueId& id) {
+    int version = 0;
+    RANK_CHECK(ncclGetVersion(&version) == ncclSuccess && version >= 22907, "version %d", version);
+    cudaSetDevice(rank);
+    // NCCL_CONFIG_INITIALIZER's leading fields, with blocking = 0.
+    simcuda_nccl_config_head config{sizeof(simcuda_nccl_config_head), SIMCUDA_NCCL_CONFIG_MAGIC, 22907u, 0};
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, n, id, rank, &config);
+    RANK_CHECK(r == ncclSuccess || r == ncclInProgress, "init %d", r);
+    ncclResult_t state = ncclInProgress;
+    RANK_CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclSuccess, "ready");
+    int device = -1;
+    RANK_CHECK(ncclCommCuDevice(comm, &device) == ncclSuccess && device == rank, "device %d", device);
+    void* buffer = device_buffer(ncclInt32, 5, [&](std::size_t i) { return rank == 1 ? 7.0 * i : -1.0; });
+    RANK_CHECK(ncclBcast(buffer, 5, ncclInt32, 1, comm, nullptr) == ncclSuccess, "bcast");
+    auto got = host_copy(buffer, ncclInt32, 5);
+    for (std::size_t i = 0; i < 5; ++i) RANK_CHECK(get(got.data(), i, ncclInt32) == 7.0 * i, "element %zu", i);
+    simcuda_nccl_config_head garbage{sizeof(simcuda_nccl_config_head), 0, 0, 0};
+    ncclComm_t other = nullptr;
+    RANK_CHECK(ncclCommInitRankConfig(&other, n, id, rank, &garbage) == ncclInvalidArgument, "uninitialised config");
     return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
   });
   EXPECT_TRUE(all_succeeded(statuses));
