@@ -57,6 +57,11 @@ if pytest is not None and __name__ != "__main__":
     @pytest.mark.parametrize("world", (2, 4))
     @pytest.mark.parametrize("mode", ("ddp", "fsdp2"))
     def test_training_on_nccl(mode, world, native, tmp_path):
+        if not on_simulator():
+            import torch
+
+            if torch.cuda.device_count() < world:
+                pytest.skip("needs %d GPUs, this machine has %d" % (world, torch.cuda.device_count()))
         if not native and "c10" not in bridges():
             # ProcessGroupNCCL's destructor asks the allocator for a snapshot, which
             # CUDAPluggableAllocator refuses (the process aborts).
