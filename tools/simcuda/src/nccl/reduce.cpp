@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace simcuda::nccl {
 
@@ -132,56 +133,60 @@ struct plain {
   static value round(value v) { return v; }
 };
 
-template <typename T>
-T combine(T a, T b, reduction::kind op) {
+template <typename T, reduction::kind Op>
+T combine(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case reduction::kind::sum:
-      case reduction::kind::avg_int:
-      case reduction::kind::premul_sum:
-        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case reduction::kind::prod:
-        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case reduction::kind::max:
-        return std::max(a, b);
-      case reduction::kind::min:
-        return std::min(a, b);
-    }
+    if constexpr (Op == reduction::kind::prod) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    if constexpr (Op == reduction::kind::max) return std::max(a, b);
+    if constexpr (Op == reduction::kind::min) return std::min(a, b);
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
   } else {
-    switch (op) {
-      case reduction::kind::sum:
-      case reduction::kind::avg_int:
-      case reduction::kind::premul_sum:
-        return a + b;
-      case reduction::kind::prod:
-        return a * b;
-      // NCCL's max/min propagate NaN.
-      case reduction::kind::max:
-        return (std::isnan(a) || std::isnan(b)) ? a + b : std::max(a, b);
-      case reduction::kind::min:
-        return (std::isnan(a) || std::isnan(b)) ? a + b : std::min(a, b);
-    }
+    if constexpr (Op == reduction::kind::prod) return a * b;
+    // NCCL's max/min propagate NaN.
+    if constexpr (Op == reduction::kind::max) return (std::isnan(a) || std::isnan(b)) ? a + b : std::max(a, b);
+    if constexpr (Op == reduction::kind::min) return (std::isnan(a) || std::isnan(b)) ? a + b : std::min(a, b);
+    return a + b;
   }
-  return a;
+}
+
+// Rank by rank over the whole run (the inner loop has no branches, so it vectorizes), the
+// accumulator rounded to the element type after every step.
+template <typename Access, reduction::kind Op>
+void reduce_with(void* out, const void* const* inputs, int n, std::size_t count, const reduction& how) {
+  using V = typename Access::value;
+  constexpr bool premul = Op == reduction::kind::premul_sum;
+  const V scalar = static_cast<V>(how.scalar);
+  auto input = [&](int k, std::size_t i) {
+    V v = Access::load(inputs[k], i);
+    if constexpr (premul) v = Access::round(static_cast<V>(v * scalar));
+    return v;
+  };
+  std::vector<V> acc(count);
+  for (std::size_t i = 0; i < count; ++i) acc[i] = input(0, i);
+  for (int k = 1; k < n; ++k)
+    for (std::size_t i = 0; i < count; ++i) acc[i] = Access::round(combine<V, Op>(acc[i], input(k, i)));
+  if constexpr (Op == reduction::kind::avg_int && std::is_integral_v<V>)
+    for (V& v : acc) v = static_cast<V>(v / static_cast<V>(how.ranks));
+  for (std::size_t i = 0; i < count; ++i) Access::store(out, i, acc[i]);
 }
 
 template <typename Access>
 void reduce_as(void* out, const void* const* inputs, int n, std::size_t count, const reduction& how) {
-  using V = typename Access::value;
-  const bool premul = how.op == reduction::kind::premul_sum;
-  const V scalar = static_cast<V>(how.scalar);
-  auto input = [&](int k, std::size_t i) {
-    V v = Access::load(inputs[k], i);
-    return premul ? Access::round(static_cast<V>(v * scalar)) : v;
-  };
-  for (std::size_t i = 0; i < count; ++i) {
-    V acc = input(0, i);
-    for (int k = 1; k < n; ++k) acc = Access::round(combine<V>(acc, input(k, i), how.op));
-    if (how.op == reduction::kind::avg_int) {
-      if constexpr (std::is_integral_v<V>) acc = static_cast<V>(acc / static_cast<V>(how.ranks));
-    }
-    Access::store(out, i, acc);
+  using kind = reduction::kind;
+  switch (how.op) {
+    case kind::sum:
+      return reduce_with<Access, kind::sum>(out, inputs, n, count, how);
+    case kind::prod:
+      return reduce_with<Access, kind::prod>(out, inputs, n, count, how);
+    case kind::max:
+      return reduce_with<Access, kind::max>(out, inputs, n, count, how);
+    case kind::min:
+      return reduce_with<Access, kind::min>(out, inputs, n, count, how);
+    case kind::avg_int:
+      return reduce_with<Access, kind::avg_int>(out, inputs, n, count, how);
+    case kind::premul_sum:
+      return reduce_with<Access, kind::premul_sum>(out, inputs, n, count, how);
   }
 }
 
