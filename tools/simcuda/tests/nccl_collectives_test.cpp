@@ -260,7 +260,7 @@ TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSt
 
 TEST_F(NcclCollectivesTest, GroupedSendsAndReceivesExchangeInAnyOrderIncludingWithItself) {
   constexpr int n = 3;
-  // 3 MB per message: three times a mailbox, so sender and receiver must take turns.
+  // 3 MB per message: several times a mailbox, so sender and receiver must take turns.
   constexpr std::size_t count = 750000;
   auto statuses = run_ranks(n, [&](int rank, const ncclUniqueId& id) {
     ncclComm_t comm = join(rank, n, id);

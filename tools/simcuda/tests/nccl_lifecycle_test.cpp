@@ -2,6 +2,7 @@
 // buffers sized as NCCL sizes them, taken at the first collective, given back by suspend and
 // destroy), ncclMemAlloc, registration, and the error paths with NCCL's status codes.
 #include <cuda_runtime_api.h>
+#include <sys/resource.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -172,6 +173,23 @@ TEST_F(NcclLifecycleTest, TwoRanksOnOneGpuOrDisagreeingOnTheSizeAreRefused) {
     return 0;
   });
   EXPECT_TRUE(all_succeeded(mismatch));
+}
+
+TEST_F(NcclLifecycleTest, SharedMemoryTooSmallForTheCommunicatorIsASystemErrorSayingSo) {
+  auto statuses = run_ranks(1, [&](int rank, const ncclUniqueId& id) {
+    // A file-size limit stands in for a small /dev/shm: the reservation fails the same way.
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{mib, mib};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    cudaSetDevice(rank);
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRank(&comm, 1, id, rank);
+    RANK_CHECK(r == ncclSystemError, "init gave %d", r);
+    RANK_CHECK(std::string(ncclGetLastError(nullptr)).find("cannot reserve") != std::string::npos, "%s",
+               ncclGetLastError(nullptr));
+    return 0;
+  });
+  EXPECT_TRUE(all_succeeded(statuses));
 }
 
 TEST_F(NcclLifecycleTest, APeerThatExitsFailsTheOthersWithRemoteErrorNamingIt) {

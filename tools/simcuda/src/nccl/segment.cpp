@@ -7,7 +7,6 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,12 +77,15 @@ ncclResult_t segment::join(const std::string& name, int nranks, int rank, int de
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) return fail(ncclSystemError, function, "shm_open(%s): %s", name.c_str(), std::strerror(errno));
   std::size_t bytes = segment_bytes(nranks);
-  struct stat st {};
-  if (fstat(fd, &st) != 0 ||
-      (static_cast<std::size_t>(st.st_size) < bytes && ftruncate(fd, static_cast<off_t>(bytes)) != 0)) {
-    int error = errno;
+  // Reserved, not only sized: a /dev/shm too small for it (a container's default 64 MiB) is an
+  // error here, as NCCL's own shared-memory transport reports it, rather than a SIGBUS later.
+  if (int error = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); error != 0) {
     close(fd);
-    return fail(ncclSystemError, function, "sizing %s to %zu bytes: %s", name.c_str(), bytes, std::strerror(error));
+    shm_unlink(name.c_str());
+    return fail(ncclSystemError, function,
+                "cannot reserve %zu bytes of /dev/shm for the communicator (%s); in a container, /dev/shm may need to "
+                "be larger (docker --shm-size)",
+                bytes, std::strerror(error));
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);

@@ -16,7 +16,7 @@ inline constexpr int max_ranks = 64;
 /// Bytes each rank stages per step of a collective (two banks of it per rank).
 inline constexpr std::size_t slot_bytes = std::size_t{1} << 20;
 /// Bytes of the ring buffer of each ordered pair of ranks, for send/recv.
-inline constexpr std::size_t mailbox_bytes = std::size_t{1} << 20;
+inline constexpr std::size_t mailbox_bytes = std::size_t{512} << 10;
 
 struct mailbox {
   std::atomic<std::uint64_t> produced;  ///< bytes the sender has written in total
