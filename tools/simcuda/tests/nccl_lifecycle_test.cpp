@@ -61,6 +61,13 @@ TEST_F(NcclLifecycleTest, ConnectionBuffersAreDeviceMemoryTakenAtTheFirstCollect
     RANK_CHECK(ncclAllReduce(data, data, 1024, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "again");
     RANK_CHECK(before - free_bytes() == ring, "a second collective takes no more");
 
+    // A rank sending to itself takes no buffers.
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group");
+    ncclSend(data, 16, ncclInt8, rank, comm, nullptr);
+    ncclRecv(static_cast<char*>(data) + mib, 16, ncclInt8, rank, comm, nullptr);
+    RANK_CHECK(ncclGroupEnd() == ncclSuccess, "self send/recv");
+    RANK_CHECK(before - free_bytes() == ring, "self send/recv took %zu bytes", before - free_bytes() - ring);
+
     // Point-to-point: the receiving side of each peer connection.
     RANK_CHECK(ncclGroupStart() == ncclSuccess, "group");
     ncclSend(data, 16, ncclInt8, 1 - rank, comm, nullptr);

@@ -58,7 +58,8 @@ std::size_t progress(transfer& t) {
 ncclResult_t run_p2p(const std::vector<operation>& ops) {
   std::vector<transfer> pending;
   for (const operation& op : ops) {
-    if (op.kind == op_kind::recv && !op.comm->memory->connect_p2p_receive(op.peer))
+    // A rank sending to itself copies locally in NCCL: no connection, no buffers.
+    if (op.kind == op_kind::recv && op.peer != op.comm->rank && !op.comm->memory->connect_p2p_receive(op.peer))
       return fail(ncclUnhandledCudaError, op.function,
                   "out of memory on device %d for the point-to-point buffers of peer %d", op.comm->device, op.peer);
     if (ncclResult_t r = enter_stream(op); r != ncclSuccess) return r;
