@@ -2,8 +2,8 @@
 // buffers sized as NCCL sizes them, taken at the first collective, given back by suspend and
 // destroy), ncclMemAlloc, registration, and the error paths with NCCL's status codes.
 #include <cuda_runtime_api.h>
-#include <sys/resource.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstring>
@@ -149,8 +149,7 @@ TEST_F(NcclLifecycleTest, BadArgumentsGetNcclStatusCodesAndALineSayingWhat) {
         std::strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0,
         "error string");
     // What is not emulated fails with its name.
-    ncclComm_t shrunk = nullptr;
-    RANK_CHECK(ncclCommShrink(nullptr, nullptr, 0, &shrunk, nullptr, 0) == ncclInvalidUsage, "stub status");
+    RANK_CHECK(ncclCommRevoke(nullptr, 0) == ncclInvalidUsage, "stub status");
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));
@@ -212,6 +211,37 @@ TEST_F(NcclLifecycleTest, APeerThatExitsFailsTheOthersWithRemoteErrorNamingIt) {
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));
+}
+
+TEST_F(NcclLifecycleTest, TheRanksThatRemainShrinkTheCommunicatorAndGoOn) {
+  auto statuses = run_ranks(3, [&](int rank, const ncclUniqueId& id) {
+    ncclComm_t comm = join(rank, 3, id);
+    int* data = nullptr;
+    cudaMalloc(reinterpret_cast<void**>(&data), mib);
+    if (rank == 1) std::_Exit(0);  // a failed rank
+    RANK_CHECK(ncclAllReduce(data, data, 4, ncclInt32, ncclSum, comm, nullptr) == ncclRemoteError, "peer gone");
+    int gone[] = {1};
+    ncclComm_t shrunk = nullptr;
+    ncclResult_t r = ncclCommShrink(comm, gone, 1, &shrunk, nullptr, 0);
+    RANK_CHECK(r == ncclSuccess, "shrink: %s", ncclGetErrorString(r));
+    int new_rank = -1, count = -1;
+    ncclCommUserRank(shrunk, &new_rank);
+    ncclCommCount(shrunk, &count);
+    RANK_CHECK(count == 2 && new_rank == (rank == 0 ? 0 : 1), "rank %d of %d", new_rank, count);
+    int value = 10 * (rank + 1);
+    cudaMemcpy(data, &value, sizeof value, cudaMemcpyHostToDevice);
+    RANK_CHECK(ncclAllReduce(data, data, 1, ncclInt32, ncclSum, shrunk, nullptr) == ncclSuccess, "all-reduce");
+    cudaMemcpy(&value, data, sizeof value, cudaMemcpyDeviceToHost);
+    RANK_CHECK(value == 10 + 30, "sum %d", value);
+    int self[] = {rank};
+    ncclComm_t none = nullptr;
+    RANK_CHECK(ncclCommShrink(shrunk, self, 1, &none, nullptr, 0) == ncclInvalidArgument, "excluding itself");
+    ncclCommDestroy(shrunk);
+    ncclCommAbort(comm);
+    return 0;
+  });
+  EXPECT_TRUE(WIFEXITED(statuses.at(0)) && WEXITSTATUS(statuses[0]) == 0);
+  EXPECT_TRUE(WIFEXITED(statuses.at(2)) && WEXITSTATUS(statuses[2]) == 0);
 }
 
 TEST_F(NcclLifecycleTest, AnAbortFailsThePeersWaitingInACollective) {

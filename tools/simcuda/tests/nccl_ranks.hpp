@@ -37,6 +37,7 @@ ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, ncclComm_t* newcomm,
                             simcuda_nccl_config_head* config, int flags);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags);
 ncclResult_t ncclMemAlloc(void** pointer, size_t bytes);
 ncclResult_t ncclMemFree(void* pointer);
 const char* ncclGetErrorString(ncclResult_t result);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "simcuda/core.hpp"
 #include "status.hpp"
@@ -199,6 +200,39 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (color == SIMCUDA_NCCL_SPLIT_NOCOLOR) return ncclSuccess;
   bool blocking = config == nullptr || config->size < sizeof(simcuda_nccl_config_head) || config->blocking != 0;
   return create_communicator(child_name(comm->name, split, color), new_nranks, new_rank, blocking, newcomm, function);
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int exclude_count, ncclComm_t* newcomm,
+                            simcuda_nccl_config_head* config, int /*flags*/) {
+  // Called by the ranks that remain (the excluded ones may be gone): no exchange through the
+  // parent, every remaining rank derives the same child from the list. NCCL_SHRINK_ABORT needs
+  // nothing more here: no operation of the parent is outstanding when the call is made.
+  const char* function = "ncclCommShrink";
+  if (ncclResult_t r = check_comm(comm, function); r != ncclSuccess) return r;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, function, "newcomm argument is NULL");
+  *newcomm = nullptr;
+  if (exclude_count < 0 || (exclude_count > 0 && exclude == nullptr))
+    return fail(ncclInvalidArgument, function, "excludeRanksList of %d ranks is NULL or negative", exclude_count);
+  if (config != nullptr && config->magic != SIMCUDA_NCCL_CONFIG_MAGIC)
+    return fail(ncclInvalidArgument, function, "config was not initialised with NCCL_CONFIG_INITIALIZER");
+  std::vector<bool> excluded(static_cast<std::size_t>(comm->nranks), false);
+  for (int i = 0; i < exclude_count; ++i) {
+    int r = exclude[i];
+    if (r < 0 || r >= comm->nranks || excluded[static_cast<std::size_t>(r)])
+      return fail(ncclInvalidArgument, function, "excluded rank %d is outside 0..%d or listed twice", r,
+                  comm->nranks - 1);
+    excluded[static_cast<std::size_t>(r)] = true;
+  }
+  if (excluded[static_cast<std::size_t>(comm->rank)])
+    return fail(ncclInvalidArgument, function, "rank %d is in its own excludeRanksList", comm->rank);
+  int new_rank = 0;
+  for (int r = 0; r < comm->rank; ++r) new_rank += excluded[static_cast<std::size_t>(r)] ? 0 : 1;
+  // A color no split can use names the child.
+  constexpr int shrink_color = -2;
+  std::uint32_t split = comm->splits++;
+  bool blocking = config == nullptr || config->size < sizeof(simcuda_nccl_config_head) || config->blocking != 0;
+  return create_communicator(child_name(comm->name, split, shrink_color), comm->nranks - exclude_count, new_rank,
+                             blocking, newcomm, function);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
