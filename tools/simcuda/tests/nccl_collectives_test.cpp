@@ -191,6 +191,45 @@ TEST_F(NcclCollectivesTest, AllReduceIsExactForEveryTypeAndOperatorOnEveryRank) 
   EXPECT_TRUE(all_succeeded(statuses));
 }
 
+TEST_F(NcclCollectivesTest, LowPrecisionSumsRoundAsCudasOwnConversionsDo) {
+  // Two ranks' values of every bit pattern-ish range: the float sum of two is exact, so the result
+  // is one rounding of it, which CUDA's host conversions (round to nearest even; fp8 saturating to
+  // the largest finite value, as NCCL converts) compute independently.
+  constexpr int n = 2;
+  constexpr std::size_t count = 8192;
+  auto value = [](int rank, std::size_t i, ncclDataType_t t) {
+    // Magnitudes from below the smallest subnormal to past the largest finite value, both signs.
+    const std::size_t r = static_cast<std::size_t>(rank);
+    const bool e5m2 = t == ncclFloat8e5m2;
+    const int span = e5m2 ? 46 : 36, low = e5m2 ? 29 : 20;
+    const double scale = t == ncclFloat8e4m3 ? 1.0 : e5m2 ? 2.0 : 8.0;
+    double mantissa = 1.0 + static_cast<double>((i * 2654435761u + r * 40503u) % 1000) / 1000.0;
+    double x = std::ldexp(mantissa, static_cast<int>((i * 7 + r * 3) % static_cast<std::size_t>(span)) - low) * scale;
+    return (i + r) % 3 == 0 ? -x : x;
+  };
+  auto statuses = run_ranks(n, [&](int rank, const ncclUniqueId& id) {
+    ncclComm_t comm = join(rank, n, id);
+    for (ncclDataType_t t : {ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2}) {
+      void* buffer = device_buffer(t, count, [&](std::size_t i) { return value(rank, i, t); });
+      RANK_CHECK(ncclAllReduce(buffer, buffer, count, t, ncclSum, comm, nullptr) == ncclSuccess, "all-reduce");
+      auto got = host_copy(buffer, t, count);
+      std::vector<char> a(count * size_of(t)), b(count * size_of(t)), want(count * size_of(t));
+      for (std::size_t i = 0; i < count; ++i) {
+        put(a.data(), i, t, value(0, i, t));
+        put(b.data(), i, t, value(1, i, t));
+        put(want.data(), i, t, static_cast<float>(get(a.data(), i, t)) + static_cast<float>(get(b.data(), i, t)));
+      }
+      for (std::size_t i = 0; i < count; ++i)
+        RANK_CHECK(std::memcmp(got.data() + i * size_of(t), want.data() + i * size_of(t), size_of(t)) == 0,
+                   "type %d element %zu: %g + %g gave %g, CUDA rounds to %g", t, i, get(a.data(), i, t),
+                   get(b.data(), i, t), get(got.data(), i, t), get(want.data(), i, t));
+      cudaFree(buffer);
+    }
+    return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
+  });
+  EXPECT_TRUE(all_succeeded(statuses));
+}
+
 TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSteps) {
   constexpr int n = 4;
   // 600000 floats: 2.4 MB per rank, more than the 1 MiB staging slot, with a partial last step.

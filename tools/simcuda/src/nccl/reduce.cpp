@@ -30,12 +30,14 @@ float half_to_float(std::uint16_t h) {
 }
 
 // A float rounded to nearest-even into a format of `exponent_bits` / `mantissa_bits` with IEEE
-// infinities (half, e5m2); values past the largest finite one become infinity.
+// infinities (half, e5m2); values past the largest finite one become infinity (e5m2 saturates
+// before it gets here).
 std::uint32_t float_to_ieee_small(float f, int exponent_bits, int mantissa_bits) {
   std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   std::uint32_t sign = (bits >> 31) << (exponent_bits + mantissa_bits);
   std::uint32_t max_exponent = (1u << exponent_bits) - 1;
   if (std::isnan(f)) return sign | (max_exponent << mantissa_bits) | (1u << (mantissa_bits - 1));
+  if (std::isinf(f)) return sign | (max_exponent << mantissa_bits);
   float a = std::fabs(f);
   int bias = (1 << (exponent_bits - 1)) - 1;
   // Scale so the smallest subnormal is 1, round to an integer (nearest-even), then re-encode.
@@ -76,7 +78,12 @@ std::uint16_t float_to_bf16(float f) {
 }
 
 float e5m2_to_float(std::uint8_t v) { return half_to_float(static_cast<std::uint16_t>(v << 8)); }
-std::uint8_t float_to_e5m2(float f) { return static_cast<std::uint8_t>(float_to_ieee_small(f, 5, 2)); }
+// Saturating, as CUDA's satfinite fp8 conversion: past the largest finite value (57344), infinities
+// included, is the largest finite value; NaN stays NaN.
+std::uint8_t float_to_e5m2(float f) {
+  if (!std::isnan(f) && std::fabs(f) > 57344.0f) return std::signbit(f) ? 0xfb : 0x7b;
+  return static_cast<std::uint8_t>(float_to_ieee_small(f, 5, 2));
+}
 
 // e4m3 ("fn"): no infinities, S.1111.111 is NaN, largest finite 448; out-of-range values saturate
 // to 448, as CUDA's satfinite conversion does.
