@@ -53,6 +53,22 @@ std::size_t progress(transfer& t) {
   return n;
 }
 
+// A peer that exited fails a transfer only when the transfer still needs it: a send it will not
+// receive, or a receive of bytes it has not put in the mailbox. A peer that finished its part and
+// left (its last bytes still in the mailbox) is no error.
+ncclResult_t check_peer(const transfer& t) {
+  const ncclComm& comm = *t.op->comm;
+  const int peer = t.op->peer;
+  if (!comm.shared.peer_gone(peer)) return ncclSuccess;
+  if (t.op->kind == op_kind::recv) {
+    mailbox& box = comm.shared.box(peer, comm.rank);
+    if (box.produced.load() != box.consumed.load()) return ncclSuccess;  // still bytes to take
+  }
+  return fail(ncclRemoteError, t.op->function, "rank %d (pid %d) exited with %zu of %zu bytes still to %s", peer,
+              comm.shared.header().pid[peer].load(), t.bytes - t.done, t.bytes,
+              t.op->kind == op_kind::send ? "send to it" : "receive from it");
+}
+
 }  // namespace
 
 ncclResult_t run_p2p(const std::vector<operation>& ops) {
@@ -66,6 +82,7 @@ ncclResult_t run_p2p(const std::vector<operation>& ops) {
     pending.push_back({&op, op.count * element_bytes(op.type)});
   }
   auto finished = [](const transfer& t) { return t.done == t.bytes; };
+  unsigned idle_passes = 0;
   pending.erase(std::remove_if(pending.begin(), pending.end(), finished), pending.end());
   while (!pending.empty()) {
     // The doorbell is read before the pass: a peer's move after it wakes the wait below.
@@ -75,8 +92,11 @@ ncclResult_t run_p2p(const std::vector<operation>& ops) {
     for (transfer& t : pending) moved += progress(t);
     const char* function = pending.front().op->function;
     pending.erase(std::remove_if(pending.begin(), pending.end(), finished), pending.end());
-    if (!pending.empty() && moved == 0)
-      if (ncclResult_t r = waits_on.wait_doorbell(seen, function); r != ncclSuccess) return r;
+    if (pending.empty() || moved != 0) continue;
+    if (++idle_passes % 32 == 0)
+      for (const transfer& t : pending)
+        if (ncclResult_t r = check_peer(t); r != ncclSuccess) return r;
+    if (ncclResult_t r = waits_on.wait_doorbell(seen, function); r != ncclSuccess) return r;
   }
   return ncclSuccess;
 }

@@ -121,7 +121,8 @@ ncclResult_t segment::join(const std::string& name, int nranks, int rank, int de
   for (;;) {
     std::uint32_t now = header_->joined.load();
     if (now >= static_cast<std::uint32_t>(nranks)) break;
-    if (ncclResult_t r = check_peers(function); r != ncclSuccess) {  // an abort, or a rank that exited
+    auto all_joined = [&] { return header_->joined.load() >= static_cast<std::uint32_t>(nranks); };
+    if (ncclResult_t r = check_peers(function, all_joined); r != ncclSuccess) {  // an abort, or a rank that exited
       shm_unlink(name.c_str());
       return r;
     }
@@ -137,16 +138,26 @@ ncclResult_t segment::join(const std::string& name, int nranks, int rank, int de
   return ncclSuccess;
 }
 
-ncclResult_t segment::check_peers(const char* function) {
+ncclResult_t segment::check_aborted(const char* function) {
   if (std::int32_t by = header_->aborted_by.load(); by != 0)
     return fail(ncclRemoteError, function, "rank %d aborted the communicator (ncclCommAbort, or it failed to join)",
                 by - 1);
-  for (int r = 0; r < nranks_; ++r) {
-    int pid = header_->pid[r].load();
-    if (r != rank_ && pid > 0 && process_gone(pid))
-      return fail(ncclRemoteError, function, "rank %d (pid %d) exited", r, pid);
-  }
   return ncclSuccess;
+}
+
+bool segment::peer_gone(int rank) const {
+  int pid = header_->pid[rank].load();
+  return rank != rank_ && pid > 0 && process_gone(pid);
+}
+
+template <typename Finished>
+ncclResult_t segment::check_peers(const char* function, Finished finished) {
+  int gone = -1;
+  for (int r = 0; r < nranks_ && gone < 0; ++r)
+    if (peer_gone(r)) gone = r;
+  if ((header_->aborted_by.load() == 0 && gone < 0) || finished()) return ncclSuccess;
+  if (ncclResult_t r = check_aborted(function); r != ncclSuccess) return r;
+  return fail(ncclRemoteError, function, "rank %d (pid %d) exited", gone, header_->pid[gone].load());
 }
 
 ncclResult_t segment::barrier(const char* function) {
@@ -160,7 +171,9 @@ ncclResult_t segment::barrier(const char* function) {
   int spins = 0;
   while (header_->barrier_generation.load() == generation) {
     if (header_->aborted_by.load() != 0 || (++spins & 63) == 0)
-      if (ncclResult_t r = check_peers(function); r != ncclSuccess) return r;
+      if (ncclResult_t r = check_peers(function, [&] { return header_->barrier_generation.load() != generation; });
+          r != ncclSuccess)
+        return r;
     futex_wait(header_->barrier_generation, generation, 2'000'000);
   }
   return ncclSuccess;
@@ -194,7 +207,7 @@ void segment::ring(int rank) noexcept {
 }
 
 ncclResult_t segment::wait_doorbell(std::uint32_t seen, const char* function) {
-  if (ncclResult_t r = check_peers(function); r != ncclSuccess) return r;
+  if (ncclResult_t r = check_aborted(function); r != ncclSuccess) return r;
   if (header_->doorbell[rank_].load() == seen) futex_wait(header_->doorbell[rank_], seen, 2'000'000);
   return ncclSuccess;
 }

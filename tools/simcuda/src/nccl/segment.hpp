@@ -63,14 +63,24 @@ class segment {
 
   /// Wakes `rank`'s waits on its doorbell.
   void ring(int rank) noexcept;
-  /// Waits (at most ~2 ms) for the doorbell of this rank to move past `seen`; fails like barrier().
+  /// Waits (at most ~2 ms) for the doorbell of this rank to move past `seen`; fails with
+  /// ncclRemoteError when a peer aborted the communicator. Which exited peer matters is the
+  /// caller's to judge (peer_gone): one that finished its part may leave.
   ncclResult_t wait_doorbell(std::uint32_t seen, const char* function);
+
+  /// Whether `rank`'s process has exited (or is a zombie).
+  bool peer_gone(int rank) const;
 
   int rank() const noexcept { return rank_; }
   int nranks() const noexcept { return nranks_; }
 
  private:
-  ncclResult_t check_peers(const char* function);
+  /// The barrier's and the rendezvous's check: an abort, or any peer gone (every peer is needed),
+  /// unless `finished()`, read again after the finding, says the wait is over (a peer that was the
+  /// last to arrive may have gone on and exited in between).
+  template <typename Finished>
+  ncclResult_t check_peers(const char* function, Finished finished);
+  ncclResult_t check_aborted(const char* function);
 
   segment_header* header_ = nullptr;
   char* base_ = nullptr;
