@@ -1,0 +1,80 @@
+"""Multi-GPU jobs on NCCL, started as users start them: torchrun under phasealloc-run, with
+phasealloc as the allocator and with PyTorch's own (--native). DDP and FSDP2 (fully_shard) of a tiny
+random Llama on 2 and 4 GPUs, 3 training steps each (nccl_job_rank.py). On the simulator the GPUs
+are simulated (SIMCUDA_GPU=count:N) and so is NCCL (tools/simcuda/src/nccl): its collectives move
+and reduce the real bytes between the ranks' processes, and its buffers are device memory outside
+the allocator, which every rank sees in torch.cuda.mem_get_info.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from gpu_harness import HERE, bridges, child_env, launcher, on_simulator, skip_reason
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+MIB = 1 << 20
+CHANNELS = 4  # NCCL_MAX_NCHANNELS for the jobs: the model's buffers scale with it
+
+
+def nccl_model_bytes(channels):
+    """NCCL's collective buffers per rank as the simulator models them (tools/simcuda/src/nccl/README.md):
+    per channel one receive connection of SIMPLE (NCCL_BUFFSIZE, 4 MiB) + LL (512 KiB) + LL128
+    (4800 KiB) buffers, each allocation in whole 2 MiB pages."""
+    connection = 4 * MIB + 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8
+    return channels * (-(-connection // (2 * MIB)) * 2 * MIB)
+
+
+def run_job(mode, world, native, out_dir):
+    env = child_env("device:cuda_vmm")
+    env["NCCL_MAX_NCHANNELS"] = str(CHANNELS)
+    if on_simulator():
+        # The parameter checks read values that kernels around the collectives computed.
+        env["SIMCUDA_GPU"] = "count:%d,quiet:1,values:exact" % world
+    command = launcher()
+    if on_simulator():
+        command = [command[0], "--sim-gpu=16GiB"] + command[2:]
+    if native:
+        command.append("--native")
+    command += ["--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
+                "--master-port", str(29500 + (os.getpid() * 7 + world + (2 if native else 0)) % 2000),
+                os.path.join(HERE, "nccl_job_rank.py"), mode, str(out_dir)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-8000:]
+    return [json.loads((out_dir / ("rank%d.json" % r)).read_text()) for r in range(world)]
+
+
+if pytest is not None and __name__ != "__main__":
+    _REASON = skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+    @pytest.mark.parametrize("native", (False, True), ids=("phasealloc", "native"))
+    @pytest.mark.parametrize("world", (2, 4))
+    @pytest.mark.parametrize("mode", ("ddp", "fsdp2"))
+    def test_training_on_nccl(mode, world, native, tmp_path):
+        if not on_simulator():
+            import torch
+
+            if torch.cuda.device_count() < world:
+                pytest.skip("needs %d GPUs, this machine has %d" % (world, torch.cuda.device_count()))
+        if not native and "c10" not in bridges():
+            # ProcessGroupNCCL's destructor asks the allocator for a snapshot, which
+            # CUDAPluggableAllocator refuses (the process aborts).
+            pytest.skip("phasealloc under NCCL needs the c10 bridge (built when the build saw torch)")
+        results = run_job(mode, world, native, tmp_path)
+        for rank, r in enumerate(results):
+            assert r["rank"] == rank and r["world"] == world, r
+            assert r["probe"] == float(world), r  # all-reduce of a host-copied 1.0 per rank
+            assert all(r["exact"].values()), r["exact"]
+            assert r["params_match"], r
+            assert r["steps"] == 3, r
+            if on_simulator():
+                # NCCL's buffers come from the device, outside the allocator, at the first collective.
+                assert r["nccl_bytes"] == nccl_model_bytes(CHANNELS), r
+            else:
+                assert r["nccl_bytes"] >= 0, r
