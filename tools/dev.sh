@@ -23,7 +23,7 @@ packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nl
           libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev python3 python3-pytest python3-venv chromium fonts-dejavu-core
           valgrind)
 venv_dir=${PHASEALLOC_VENV:-$HOME/.cache/phasealloc/venv-torch2.15}
-venv_requirements=tests/simcuda/requirements.txt
+venv_requirements=tests/requirements.txt
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -98,7 +98,7 @@ demo() {
   log "report written to $build_dir/ppo-125m-report.html"
 }
 
-# pip install . into the venv, the way a user installs phasealloc (tests/simcuda/test_pip_install.py
+# pip install . into the venv, the way a user installs phasealloc (tests/packaging/test_pip_install.py
 # runs the installed commands, and builds an isolated wheel too). Without build isolation here: the
 # venv has the build tools already, and the isolated path is the test's.
 pip_install() {

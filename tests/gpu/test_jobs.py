@@ -144,7 +144,7 @@ def scenario_released_memory_faults(torch, phasealloc):
     (parent side: test_touching_released_memory_faults)."""
     import ctypes
 
-    from sim_harness import simulator
+    from simcuda.introspect import simulator
 
     sim = simulator()
     with phasealloc.phase("generation"):
@@ -228,7 +228,6 @@ if pytest is not None and __name__ != "__main__":
         if not on_simulator():
             pytest.skip("a real GPU reports the fault asynchronously and poisons the context: simulator only")
         env = child_env("device:cuda_vmm,policy:[phasealloc:release:all,release_threshold:2MiB]")
-        env["PYTHONPATH"] = os.path.join(os.path.dirname(HERE), "simcuda") + os.pathsep + env.get("PYTHONPATH", "")
         out = subprocess.run(launcher() + ["--", sys.executable, __file__, "released_memory_faults"], env=env,
                              capture_output=True, text=True, timeout=600)
         assert "released" in out.stdout, out.stdout + out.stderr

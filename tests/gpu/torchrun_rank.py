@@ -30,6 +30,11 @@ def main(out_dir):
     }
     with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
+    # gloo's worker thread drops a finished collective (and its tensors' Python objects) after the
+    # caller's wait returns; if that drop comes while the interpreter finalizes, it aborts the
+    # process (a PyTorch race, in both allocators). A barrier holds no tensors, and its completion
+    # means the worker has dropped the all_reduce.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -8,8 +8,9 @@ PYTHONPATH (_bootstrap/). Every process that inherits the environment (torchrun 
 workers, multiprocessing spawn children) runs it again, and each swaps its own allocator (one swap
 per process is all PyTorch allows).
 
-Without PHASEALLOC=1 (or PHASEALLOC_SIM_ADAPT=1, see _sim_adapt.py) this module does nothing but
-read two environment variables.
+Without PHASEALLOC=1 (or PHASEALLOC_SIM_ADAPT=1: phasealloc-run --sim-gpu, which installs the
+simulated GPU's adaptations, simcuda.torch_adapt) this module does nothing but read two
+environment variables.
 It must never break the process: every failure is caught and printed as one line on stderr.
 PHASEALLOC_CONF configures the library; PHASEALLOC_DETECT=0 turns phase detection off.
 """
@@ -40,9 +41,11 @@ def _on_torch_imported(_module):
 def _main():
     if os.environ.get("PHASEALLOC_SIM_ADAPT", "") in _ENABLED_VALUES:  # phasealloc-run --sim-gpu
         try:
-            from phasealloc import _sim_adapt
+            import simcuda.torch_adapt
 
-            _sim_adapt.install()
+            from phasealloc import _import_hooks
+
+            simcuda.torch_adapt.install(_import_hooks.when_imported)
         except Exception as exc:
             _say("simulated-GPU adaptations not installed (%s: %s)" % (type(exc).__name__, exc))
     if os.environ.get("PHASEALLOC", "") not in _ENABLED_VALUES:

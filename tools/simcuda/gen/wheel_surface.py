@@ -159,7 +159,7 @@ def main():
              "[facts]"]
     facts = versions(root)
     # Lazy binding: a function missing from a stand-in fails only when first called, which is why
-    # tests/simcuda/test_surface.py checks every export ahead of time.
+    # tools/simcuda/tests/test_surface.py checks every export ahead of time.
     # Only the libraries that import CUDA functions matter (libgomp binds now, but imports none).
     cuda_users = [p for p in elf_files(root) if any(n.startswith(("libcu", "libnv", "libnccl")) for n in needed(p))]
     facts["binding"] = "now" if any(binds_now(p) for p in cuda_users) else "lazy"

@@ -40,7 +40,7 @@ int simcuda_pointer_range(const void* pointer, void** base, size_t* bytes, int* 
 /* The capacity of each simulated GPU, and how many there are. */
 size_t simcuda_capacity_bytes(void);
 int simcuda_device_count(void);
-/// The value level of SIMCUDA_GPU (values:LEVEL, or the default): "off", "observable" or "exact".
+/* The value level of SIMCUDA_GPU (values:LEVEL, or the default): "off", "observable" or "exact". */
 const char* simcuda_value_level(void);
 
 #ifdef __cplusplus

@@ -1,5 +1,8 @@
-"""What the simcuda tests share: finding the built simulator, and running one scenario of a
-scenario file in a fresh process on the simulated GPU through phasealloc-run --sim-gpu.
+"""What the tests that run PyTorch on simcuda share: finding the built simulator, and running one
+scenario of a scenario file in a fresh process on the simulated GPU through phasealloc-run --sim-gpu
+(simcuda's own tests in tools/simcuda/tests, and phasealloc's feature tests under tests/). A child
+reads the simulator's books through simcuda's Python side (simcuda.introspect), which the launcher
+puts on its path.
 
 A scenario file defines scenario_<name>() functions returning a JSON-able dict, and ends with
 `if __name__ == "__main__": child_main(globals())`. The pytest side calls run(file, name, ...),
@@ -10,7 +13,6 @@ Without torch or without a build the tests skip with the reason, except when SIM
 (CI sets it): then a missing piece is a failure, so CI never passes by skipping.
 """
 
-import ctypes
 import glob
 import importlib.util
 import json
@@ -19,7 +21,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(HERE))  # tests/harness/ -> the repository
 LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
 
 
@@ -85,39 +87,6 @@ def result(out, scenario):
 
 
 # --- child side ---------------------------------------------------------------------------------
-
-
-class simulator:
-    """ctypes view of libsimcuda.so (include/simcuda/introspect.h), loaded in this process."""
-
-    FIELDS = ("kernel_launches", "library_calls", "memcpy_calls", "memcpy_bytes", "memset_calls",
-              "device_mallocs", "device_frees", "vmm_creates", "vmm_maps", "vmm_unmaps", "unemulated_calls",
-              "out_of_memory", "fat_binaries", "functions_registered")
-
-    def __init__(self):
-        self.lib = ctypes.CDLL(os.path.join(os.environ["PHASEALLOC_SIMCUDA_DIR"], "libsimcuda.so"))
-        self.lib.simcuda_mapped_bytes.restype = ctypes.c_size_t
-        self.lib.simcuda_peak_mapped_bytes.restype = ctypes.c_size_t
-        self.lib.simcuda_live_allocations.restype = ctypes.c_size_t
-        self.lib.simcuda_capacity_bytes.restype = ctypes.c_size_t
-        self.lib.simcuda_pointer_range.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
-                                                   ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
-
-    def counters(self):
-        raw = (ctypes.c_uint64 * len(self.FIELDS))()
-        assert self.lib.simcuda_get_counters(raw, ctypes.sizeof(raw)) == 0
-        return dict(zip(self.FIELDS, raw))
-
-    def mapped(self, device=0):
-        return self.lib.simcuda_mapped_bytes(device)
-
-    def live_allocations(self, device=0):
-        return self.lib.simcuda_live_allocations(device)
-
-    def pointer_range(self, address):
-        base, size, device = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_int()
-        kind = self.lib.simcuda_pointer_range(address, ctypes.byref(base), ctypes.byref(size), ctypes.byref(device))
-        return kind, base.value or 0, size.value, device.value
 
 
 def child_main(namespace):

@@ -8,7 +8,8 @@ import resource
 import sys
 import time
 
-from sim_harness import child_main, simulator
+from sim_harness import child_main
+from simcuda.introspect import simulator
 
 MIB = 1 << 20
 
@@ -196,7 +197,7 @@ def scenario_gpt2():
     model.eval()
     new_tokens = 16
     prompt = ids[:, :32]
-    with torch.no_grad():  # decodes exactly max_new_tokens on the simulator (phasealloc/_sim_adapt.py)
+    with torch.no_grad():  # greedy decoding of stand-in logits (zeros): token 0, never EOS, so max_new_tokens
         generated = model.generate(prompt, max_new_tokens=new_tokens, do_sample=False, use_cache=True,
                                    pad_token_id=0)
     c = sim.counters()

@@ -1,15 +1,19 @@
-"""Real values on simcuda, the simulated GPU: SIMCUDA_GPU=values:exact (phasealloc-run --sim-gpu
---sim-values=exact). Loaded by _sim_adapt when the simulator runs the job.
+"""The value mode: PyTorch operations on simcuda, the simulated GPU, give real values, at the level
+SIMCUDA_GPU names (values:off|observable|exact; observable by default). Installed by torch_adapt
+when `phasealloc-run --sim-gpu` runs a job.
 
 Rationale: simcuda skips kernels, so what a kernel computes is whatever the memory held. Host code
 that reads device values (generate() stopping on EOS, `.item()` of a length, a boolean mask's
-`nonzero`) then takes paths a real run never takes. A real run's values are what PyTorch's CPU
-kernels compute over the same inputs, and simcuda's device memory is host memory: the values can be
-computed on the CPU straight into it, while the CUDA side of every operation (its allocations,
-workspaces, streams and launches) stays exactly what the wheel does.
+`nonzero`, MoE routing counts, a reward's sign) then takes paths a real run never takes, and real
+frameworks die (TRL's GRPOTrainer in its first step). A real run's values are what PyTorch's CPU
+kernels compute over the same inputs, and simcuda's device memory is host memory: the values can
+be computed on the CPU straight into it, while the CUDA side of every operation (its allocations,
+workspaces, streams and launches) stays what the wheel does.
 
 Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation.
-- An operation that touches no CUDA tensor, or only makes views, passes through.
+- An operation that touches no CUDA tensor, or only makes views, passes through; so do the
+  collectives (simcuda's NCCL computes them), tensor subclasses (DTensor and the like: their own
+  dispatch comes back here with the plain tensors they hold), and work captured into a CUDA graph.
 - Otherwise the CUDA operation runs first, as the wheel runs it (its kernels are skipped); then the
   same operation runs on CPU *aliases* of its CUDA tensors: CPU tensors over the very bytes of the
   device memory (ctypes + torch.frombuffer + as_strided; no copy, no CUDA call). An in-place or
@@ -28,50 +32,52 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
   backward) are computed with PyTorch's math attention on the CPU (dropout 0 only): the output and
   the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
   is also computed here, reads them).
-- Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid and reproducible,
-  not the GPU's bit pattern.
+- Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid (a token id is in
+  range) and reproducible, not the GPU's bit pattern.
 
-Costs: every CUDA operation also runs once on the CPU over aliases (PyTorch's CPU kernels, no
-copies), plus a Python call per operation. Measured on a 2-core machine: a GPT-2-small forward
-scenario takes 17.1 s against 13.7 s with skipped kernels (RSS 1.24 against 1.09 GB); TRL's GRPO
-on a tiny Llama, 3 steps, 6.25 s (RSS 590 MiB), where skip mode dies in its first step.
+Levels:
+- exact: every operation above is computed.
+- observable (the default): the same, except the heavy floating-point products (_HEAVY: matrix
+  products, convolutions, attention, forward and backward). Their outputs are the *stand-in*:
+  zeros, and for a product with an additive term (addmm, baddbmm, ...: beta * input + product)
+  the term, so a bias still shows. Everything host code reads cheaply is real: indices, masks,
+  comparisons, sampling, sizes, counts, losses computed from the stand-in logits. A model's
+  logits are then its output bias (zero without one): sampling is uniform, greedy decoding picks
+  token 0, losses are constant. The level was chosen as the default because it is the cheapest
+  that runs TRL's GRPO, RLOO, SFT and DPO trainers unmodified (off does not).
+- off: nothing is computed; memory is as the kernels left it. The only level that leaves host
+  memory untouched: what the job writes at the other levels is committed host memory, so a job
+  that fills N GiB of simulated GPU memory needs N GiB of this machine's (torch_adapt says so at
+  start-up); dry runs larger than the machine take values:off.
+- The stand-in is also what an operation with no CPU kernel gets at every level (a custom CUDA
+  extension, attention with dropout, a CUDA-only fused kernel): its fresh outputs are zeros, the
+  arguments it writes in place keep what they held, and it is named once on stderr
+  ("simcuda: values: OP has no CPU kernel here (...): its outputs are the stand-in (zeros)").
 
-Limitations (values there are left as the kernel left them: whatever the memory held, that is, the
-stand-in of skip mode; each such operation is named once on stderr):
-- operations with no CPU kernel (cuDNN attention, which _sim_adapt switches off; attention with
-  dropout; fused optimizers' CUDA-only variants; custom CUDA extensions);
-- kernels that bypass the dispatcher: Triton kernels of torch.compile, CUDA graph replays, NCCL;
+Costs, measured on the 2-core, 24 GiB development machine (bench/simcuda_value_levels.sh):
+MEASURES
+
+Limitations:
+- kernels that bypass the dispatcher are not computed and get no stand-in: Triton kernels of
+  torch.compile, NCCL collectives;
+- CUDA graphs: work captured into a graph is not computed, at capture (where a GPU does not run it
+  either) or at its replays (which do not pass through the dispatcher); the copies and memsets of
+  a replay are real, since simcuda performs them;
+- a TorchDispatchMode changes one thing on the CUDA side: autograd's gradient accumulation sees
+  the Python references the mode creates and copies a gradient it would otherwise steal. A GPT-2
+  small training step makes 48 more allocations and ends backward 256 KiB higher (peak reserved
+  unchanged);
 - the data-dependent operations above allocate their output on the CUDA side but not the CUDA
   kernel's own temporaries (a few KiB of cub scratch): a dry run plans a hair less for them.
 """
 
+import atexit
 import ctypes
-import os
 import sys
 
+from . import introspect
+
 _mode = None
-
-
-def level():
-    """The value level simcuda was configured with (SIMCUDA_GPU values:LEVEL, or simcuda's default:
-    simcuda parses SIMCUDA_GPU and refuses a bad level itself); 'off' when simcuda is not loaded."""
-    try:
-        answer = ctypes.CDLL(None).simcuda_value_level
-    except AttributeError:
-        return "off"
-    answer.restype = ctypes.c_char_p
-    return answer().decode()
-
-
-def simulated_bytes():
-    """The memory of all simulated GPUs together (0 when simcuda is not loaded)."""
-    try:
-        lib = ctypes.CDLL(None)
-        capacity, count = lib.simcuda_capacity_bytes, lib.simcuda_device_count
-    except AttributeError:
-        return 0
-    capacity.restype = ctypes.c_size_t
-    return capacity() * count()
 
 
 def _say(message):
@@ -93,6 +99,9 @@ _HEAVY = frozenset((
     "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
     "_efficient_attention_backward",
 ))
+# Operator namespaces whose CUDA side simcuda itself computes: the collectives (simcuda's NCCL moves
+# and reduces the real bytes).
+_COMPUTED_BY_SIMCUDA = frozenset(("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor"))
 # Products with an additive term (beta * input + alpha * product): the stand-in keeps the term.
 _ADDITIVE = frozenset(("addmm", "addmv", "baddbmm", "addbmm", "_addmm_activation"))
 
@@ -112,6 +121,11 @@ def _make_mode(torch, level):
                      aten.new_empty.default, aten.new_empty_strided.default}
     stand_ins = _cpu_forms(torch)
     observable = level == "observable"
+
+    capturing = torch._C._cuda_isCurrentStreamCapturing  # captured work runs at replay, not now
+
+    def is_subclass(x):  # a tensor subclass (DTensor, ...) dispatches again on the plain tensors it holds
+        return isinstance(x, torch.Tensor) and type(x) not in (torch.Tensor, torch.nn.Parameter)
 
     def is_cuda(x):
         return isinstance(x, torch.Tensor) and x.device.type == "cuda"
@@ -199,10 +213,16 @@ def _make_mode(torch, level):
         return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
 
     class values_mode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            """torch.compile compiles as it does without the mode: what it fuses is not computed."""
+            return True
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             flat, _ = tree_flatten((args, kwargs))
-            if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)):
+            if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)) or capturing() or \
+                    func.namespace in _COMPUTED_BY_SIMCUDA or any(is_subclass(x) for x in flat):
                 return func(*args, **kwargs)
             if func in python_answer:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
@@ -337,11 +357,19 @@ def _cpu_forms(torch):
 def install(torch):
     """Pushes the value mode for the rest of the process (idempotent); 'off' does nothing."""
     global _mode
-    chosen = level()
+    chosen = introspect.value_level()
     if chosen == "off" or _mode is not None:
         return chosen
     from torch.utils._python_dispatch import _push_mode
 
     _mode = _make_mode(torch, chosen)
     _push_mode(_mode)
+    atexit.register(_uninstall)  # no Python dispatch while the interpreter shuts down
     return chosen
+
+
+def _uninstall():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode
+
+    if _mode is not None and _get_current_dispatch_mode() is _mode:
+        _pop_mode()

@@ -4,7 +4,8 @@ import os
 import subprocess
 import sys
 
-from sim_harness import child_main, simulator
+from sim_harness import child_main
+from simcuda.introspect import simulator
 
 MIB = 1 << 20
 

@@ -10,6 +10,8 @@ import sys
 import sim_harness
 
 EXAMPLE = ["-m", "phasealloc.examples.rlhf_step"]
+# TRL's trainers as jobs: simcuda's value-mode scenarios.
+VALUE_SCENARIOS = os.path.join(sim_harness.REPO, "tools", "simcuda", "tests", "values_scenarios.py")
 
 
 def dryrun(args, job, timeout=600):
@@ -17,7 +19,8 @@ def dryrun(args, job, timeout=600):
     sim = sim_harness.sim_dir()
     build = os.path.dirname(os.path.dirname(sim))
     env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=sim,
-               PHASEALLOC_LIBRARY=os.path.join(build, "interpose", "libphasealloc_torch.so"))
+               PHASEALLOC_LIBRARY=os.path.join(build, "interpose", "libphasealloc_torch.so"),
+               PYTHONPATH=sim_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PHASEALLOC_CONF", None)
     return subprocess.run([sim_harness.phasealloc_cli(), "dryrun"] + args + ["--", sys.executable] + job, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -87,3 +90,16 @@ def test_a_job_that_crashes_late_in_its_exit_keeps_its_trace():
     assert out.returncode == 128 + 6, out.stderr[-4000:]  # SIGABRT
     doc = json.loads(out.stdout)
     assert doc["job"]["signaled"] and doc["floor_bytes"] >= 3 << 20
+
+
+def test_the_dry_run_of_trls_grpo_job_shows_its_phases():
+    """TRL's GRPOTrainer with a reference model, at the simulated GPU's default value level, with no
+    option: TRL's own calls mark generation (generate()), inference (the reference model under
+    no_grad), training and the optimizer step."""
+    out = dryrun(["--gpu", "24GiB", "--html", "", "-q"], [VALUE_SCENARIOS, "trl_grpo_with_reference_three_steps"],
+                 timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    phases = {line.split()[0] for line in out.stdout.splitlines() if line.split()[:1]
+              and line.split()[0] in ("generation", "inference", "training", "optimizer")}
+    assert phases == {"generation", "inference", "training", "optimizer"}, out.stdout[-3000:]
+    assert "phasealloc:release:adaptive        fits" in out.stdout, out.stdout[-3000:]

@@ -1,12 +1,13 @@
-"""Adaptations for a job running on simcuda, the simulated GPU (phasealloc-run --sim-gpu sets
-PHASEALLOC_SIM_ADAPT=1; set it to 0 to keep PyTorch's and transformers' own choices).
+"""What a PyTorch job running on simcuda, the simulated GPU, needs adapted (phasealloc-run --sim-gpu
+sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
+keep PyTorch's and transformers' own choices).
 
-Rationale: on the simulator kernels do not run, so two things a real job relies on break:
+Rationale: on the simulator kernels do not run, so what a real job relies on breaks in three places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
   PyTorch's own flash or memory-efficient kernels: launches that the simulator counts and skips.
-- **Real values** (_sim_values.py) at simcuda's value level: by default (values:observable) what
+- **Real values** (values.py) at simcuda's value level: by default (values:observable) what
   host code reads is computed, so generate() stops on EOS, TRL's trainers run, and so on.
 - **Stopping on a device value at values:off.** That level leaves host memory untouched, so it is
   the one for jobs larger than this machine's memory. There `generate()` would stop on
@@ -24,12 +25,14 @@ import os
 import sys
 import threading
 
+from . import introspect, values
+
 _state = threading.local()
 
 
 def _say(message):
     try:
-        print("phasealloc: sim-gpu: " + message, file=sys.stderr)
+        print("simcuda: " + message, file=sys.stderr)
     except Exception:
         pass
 
@@ -40,17 +43,11 @@ def _gib(n):
 
 def _adapt_torch(torch):
     torch.backends.cuda.enable_cudnn_sdp(False)
-    from phasealloc import _sim_values
-
-    try:
-        level = _sim_values.install(torch)
-    except ValueError as exc:
-        _say(str(exc))
-        raise
+    level = values.install(torch)
     if level != "off":
         _say("values: %s (operations' outputs computed on the CPU into device memory: a job that fills "
              "%s of simulated GPU memory needs as much of this machine's %s; values:off leaves it untouched)" %
-             (level, _gib(_sim_values.simulated_bytes()), _gib(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))))
+             (level, _gib(introspect.simulated_bytes()), _gib(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))))
 
 
 def _adapt_generation(utils):
@@ -86,15 +83,9 @@ def _adapt_generation(utils):
     stop_check.__call__ = call
 
 
-def install():
-    from phasealloc import _import_hooks
-
-    from phasealloc import _sim_values
-
-    _import_hooks.when_imported("torch", _adapt_torch)
-    if _sim_values.level() == "off":  # real values stop generate() by themselves
-        _import_hooks.when_imported("transformers.generation.utils", _adapt_generation)
-
-
-def wanted():
-    return os.environ.get("PHASEALLOC_SIM_ADAPT", "") in ("1", "true", "True", "yes", "on")
+def install(when_imported):
+    """Adapts torch, and transformers' decoding at values:off, when each is imported:
+    `when_imported(module_name, callback)` is the caller's post-import hook."""
+    when_imported("torch", _adapt_torch)
+    if introspect.value_level() == "off":  # real values stop generate() by themselves
+        when_imported("transformers.generation.utils", _adapt_generation)
