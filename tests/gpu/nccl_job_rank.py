@@ -7,8 +7,8 @@ Llama, 3 training steps, after checks whose results only real data movement can 
   broadcasts rank 0's);
 - FSDP2: unsharding (all-gather of the shards) gives back the full parameters of the seeded init.
 
-Both copy through kernels around the collectives, so the parameter checks hold on the simulator
-under SIMCUDA_GPU=values:exact (the jobs' setting) and on GPUs.
+Both copy through kernels around the collectives, so the parameter checks hold on the simulator at
+its default value level (values:observable computes copies) and on GPUs.
 
 It also reads the device's free memory around the first collective (NCCL's buffers are taken
 there, outside PyTorch's allocator). Writes what it saw to <out_dir>/rank<N>.json.

@@ -12,8 +12,8 @@ workspaces, streams and launches) stays what the wheel does.
 
 Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation.
 - An operation that touches no CUDA tensor, or only makes views, passes through; so do the
-  collectives (simcuda's NCCL computes them), tensor subclasses (DTensor and the like: their own
-  dispatch comes back here with the plain tensors they hold), and work captured into a CUDA graph.
+  collectives (simcuda's NCCL computes them), operations on tensor subclasses (see Limitations),
+  and work captured into a CUDA graph.
 - Otherwise the CUDA operation runs first, as the wheel runs it (its kernels are skipped); then the
   same operation runs on CPU *aliases* of its CUDA tensors: CPU tensors over the very bytes of the
   device memory (ctypes + torch.frombuffer + as_strided; no copy, no CUDA call). An in-place or
@@ -60,6 +60,10 @@ MEASURES
 Limitations:
 - kernels that bypass the dispatcher are not computed and get no stand-in: Triton kernels of
   torch.compile, NCCL collectives;
+- operations on tensor subclasses are not computed: DTensor's own arithmetic (FSDP2's and tensor
+  parallelism's sharded parameters, their optimizer step) runs its local operations inside this
+  mode's handler, where the mode is off, so their outputs keep what the memory held. What crosses
+  to plain tensors is computed: FSDP2's all-gather copy-in/out, `full_tensor()`, the collectives;
 - CUDA graphs: work captured into a graph is not computed, at capture (where a GPU does not run it
   either) or at its replays (which do not pass through the dispatcher); the copies and memsets of
   a replay are real, since simcuda performs them;
@@ -124,7 +128,7 @@ def _make_mode(torch, level):
 
     capturing = torch._C._cuda_isCurrentStreamCapturing  # captured work runs at replay, not now
 
-    def is_subclass(x):  # a tensor subclass (DTensor, ...) dispatches again on the plain tensors it holds
+    def is_subclass(x):  # a tensor subclass (DTensor, ...): its dispatch runs here, with this mode off
         return isinstance(x, torch.Tensor) and type(x) not in (torch.Tensor, torch.nn.Parameter)
 
     def is_cuda(x):
