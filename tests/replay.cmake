@@ -31,6 +31,12 @@ if(TARGET phasealloc)
   add_test(NAME synth_presets_match_real_traces
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/synth_vs_real.py $<TARGET_FILE:phasealloc> --check)
   set_tests_properties(synth_presets_match_real_traces PROPERTIES LABELS "replay;synth" TIMEOUT 600)
+  # The native traces recorded on a GPU (tools/data/real/gpu): the model reserves what the GPU did.
+  file(GLOB gpu_native_traces CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/data/real/gpu/*-native.patrace.gz)
+  add_test(NAME replay_gpu_traces_match_the_gpu
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/replay_gpu_traces.py $<TARGET_FILE:phasealloc>
+            ${gpu_native_traces})
+  set_tests_properties(replay_gpu_traces_match_the_gpu PROPERTIES LABELS "replay" TIMEOUT 300)
 endif()
 
 # Issue 15: the CLI on inputs that do not start from an empty allocator (tests/cli/replay_fidelity_case.sh).
