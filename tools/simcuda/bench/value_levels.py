@@ -1,12 +1,13 @@
 """What each value level costs: wall time and peak RSS of two jobs on the simulated GPU, and which
 operations fell back to the stand-in (values.py's design note keeps the table this prints).
 
-  tools/simcuda/bench/value_levels.py [--levels off,observable,exact] [--jobs grpo,gpt2]
+  tools/simcuda/bench/value_levels.py [--levels off,observable,exact] [--jobs grpo,gpt2,rloo,sft,dpo]
 
 The jobs are test scenarios, run as the tests run them (phasealloc-run --sim-gpu --native, PyTorch's
 allocator, with the torch of this interpreter): `grpo` is TRL's GRPOTrainer, 3 steps on a tiny
 random Llama (tests/values_scenarios.py); `gpt2` is GPT-2 small, a training step and a 16-token
-generate() (tests/torch_scenarios.py). Each run is timed in its own process: its time is the whole
+generate() (tests/torch_scenarios.py); `rloo`, `sft`, `dpo` are TRL's other trainers, 3 steps each.
+Each run is timed in its own process: its time is the whole
 command's, start-up included, and its RSS the largest of its processes'.
 """
 
@@ -21,7 +22,9 @@ TESTS = os.path.join(os.path.dirname(HERE), "tests")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "tests", "harness"))
 import sim_harness  # noqa: E402
 
-JOBS = {"grpo": ("values_scenarios.py", "trl_grpo_three_steps"), "gpt2": ("torch_scenarios.py", "gpt2")}
+JOBS = {"grpo": ("values_scenarios.py", "trl_grpo_three_steps"), "gpt2": ("torch_scenarios.py", "gpt2"),
+        "rloo": ("values_scenarios.py", "trl_rloo_three_steps"), "sft": ("values_scenarios.py", "trl_sft_three_steps"),
+        "dpo": ("values_scenarios.py", "trl_dpo_three_steps")}
 def measure(job, level):
     test_file, scenario = JOBS[job]
     env = dict(os.environ, SIMCUDA_GPU="quiet:1,values:" + level, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir(),
@@ -42,7 +45,7 @@ def measure(job, level):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="off,observable,exact")
-    parser.add_argument("--jobs", default="grpo,gpt2")
+    parser.add_argument("--jobs", default=",".join(JOBS))
     args = parser.parse_args()
     why = sim_harness.missing()
     if why:

@@ -45,9 +45,10 @@ def _adapt_torch(torch):
     torch.backends.cuda.enable_cudnn_sdp(False)
     level = values.install(torch)
     if level != "off":
+        host_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         _say("values: %s (operations' outputs computed on the CPU into device memory: a job that fills "
              "%s of simulated GPU memory needs as much of this machine's %s; values:off leaves it untouched)" %
-             (level, _gib(introspect.simulated_bytes()), _gib(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))))
+             (level, _gib(introspect.simulated_bytes()), _gib(host_bytes)))
 
 
 def _adapt_generation(utils):
