@@ -3,7 +3,9 @@ the values the same operations give on the CPU, data-dependent sizes included, s
 reads device values (generate() stopping on EOS, .item(), boolean masks) takes the real path. At
 `exact` every output is real; at `observable` (the default) the heavy products are a stand-in;
 `off` skips kernels. Each test runs one scenario of values_scenarios.py in a fresh process, under
-PyTorch's allocator unless it says otherwise."""
+PyTorch's allocator unless it says otherwise. TRL's trainers here are all of TRL 1.16's RL and
+preference trainers but its experimental ones: it ships no PPO trainer (neither `trl` nor
+`trl.experimental` has one)."""
 
 import os
 
