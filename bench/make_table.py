@@ -319,7 +319,7 @@ def instruction_lines(counts):
     per_step = counts.get("instructions_per_mixed_step", {})
     if per_step:
         out += ["Per step of `BM_Mixed`'s pattern (`hot_path_pairs mixed`: free a random block of a ring of 256, "
-                "allocate a log-uniform size from 512 B to the maximum, seeded; the engine on the zero-cost sim "
+                "allocate a log-uniform size from 512 B to the maximum, seeded; the engine on the zero-cost model "
                 "device): the general path, where the pools' best-fit index searches, splits and merges.", "",
                 "| engine, pattern | instructions / step |", "|---|---:|"]
         out += [f"| {label} | {value:,.0f} |" for label, value in per_step.items()]
@@ -397,7 +397,7 @@ def render(data, commit, anchor=None, counts=None):
         f"- {reps} repetition(s) per benchmark; every number is the median over them "
         "(±: coefficient of variation of time/op).",
         "- ns/op: CPU time per allocator call (allocate or free; record_stream and set_phase costs are folded "
-        "in), on a sim device with zero call cost, so it is the allocator's own host time. Two-thread rows: wall "
+        "in), on a model device with zero call cost, so it is the allocator's own host time. Two-thread rows: wall "
         "time over both threads' calls. glibc is malloc/free on the host: no device, streams or phases.",
         "- peak reserved: the engine's peak reserved bytes; device calls/iter: reserve + release + map + unmap "
         "per iteration of the timed loop.",
@@ -409,7 +409,7 @@ def render(data, commit, anchor=None, counts=None):
         "raw_delete); `capi`: phasealloc's C entry point (phasealloc_malloc / phasealloc_free, what "
         "CUDAPluggableAllocator calls) with its default policy. Both run on the CUDA device, here the simulated "
         "GPU (simcuda), and pay its device calls (cudaMalloc, cuMemMap, ...: host work in the simulator, not a "
-        "GPU's cost). `phasealloc`: the engine alone on the zero-cost sim device. glibc: malloc/free on the host.",
+        "GPU's cost). `phasealloc`: the engine alone on the zero-cost model device. glibc: malloc/free on the host.",
         "- ns/op: CPU time per allocator call; device calls/iter: the allocator's own count (torch: cudaMalloc + "
         "cudaFree, each expandable map counted as an alloc; phasealloc: reserve + release + map + unmap).",
         "",

@@ -114,8 +114,8 @@ test_all() {
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-    local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test sim_device_test
-                        sim_device_conformance_test host_pool_test phasealloc_policy_test)
+    local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test
+                        model_device_conformance_test host_pool_test phasealloc_policy_test)
     log "address + undefined-behaviour sanitizers (engine tests)"
     configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug "-DPHASEALLOC_SANITIZE=address;undefined" \
       -DPHASEALLOC_BUILD_BENCH=OFF -- "${engine_tests[@]}"

@@ -36,7 +36,7 @@
 //                                          block_order:address, by address alone (torch 2.11).
 //                                          The two agree while every new segment sits above the
 //                                          older ones; the CUDA driver places it below them
-//                                          (sim_device.hpp), and there they part: torch 2.11 then
+//                                          (model_device.hpp), and there they part: torch 2.11 then
 //                                          takes the newest segment's block, 2.15 the oldest's.
 //                                          Checked on both wheels on simcuda; 2.12-2.14 were not.
 //   The engine does the rest as torch does: best fit in that order, no cross-stream reuse, a

@@ -38,7 +38,7 @@ case $case_name in
       "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
     expect 0 "CUDA device 0 \(asked for" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0
     expect 0 '"peak_reserved_bytes": 20971520' "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0 --json
-    expect 0 "sim \(virtual memory\)" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device vmm --json
+    expect 0 "model \(virtual memory\)" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device vmm --json
     expect 105 "expected auto, segments, vmm or a GPU index" "$cli" replay rank0.pt.trace.json.gz -p pytorch --device x
     ;;
   *)

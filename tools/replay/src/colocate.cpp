@@ -45,11 +45,11 @@ result<colocated_result, std::string> replay_colocated(std::span<const trace> tr
 
   const bool virtual_memory = replay_detail::wants_virtual_memory(first_policy, options);
   // The device outlives the engines: they give their memory back to it when destroyed.
-  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
+  model_device dev(replay_detail::replay_device_config(options, virtual_memory));
 
   colocated_result out;
   out.policy = first_policy.spec();
-  out.device = virtual_memory ? "sim (virtual memory)" : "sim (whole segments)";
+  out.device = virtual_memory ? "model (virtual memory)" : "model (whole segments)";
   out.capacity_bytes = options.capacity_bytes;
   out.processes.resize(procs.size());
   out.reserved_at_peak_bytes.assign(procs.size(), 0);

@@ -34,8 +34,8 @@ struct segment_sink final : trace_sink {
 
 }  // namespace
 
-sim_cost default_replay_cost() {
-  sim_cost c;
+model_device_cost default_replay_cost() {
+  model_device_cost c;
   c.reserve_ns = 30'000;       // cudaMalloc / cuMemAddressReserve
   c.release_ns = 30'000;       // cudaFree (synchronises) / cuMemAddressFree
   c.map_ns = 5'000;            // cuMemMap + cuMemSetAccess per call
@@ -58,11 +58,11 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   }
 
   const bool virtual_memory = replay_detail::wants_virtual_memory(*pol, options);
-  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
+  model_device dev(replay_detail::replay_device_config(options, virtual_memory));
 
   replay_result out;
   out.policy = pol->spec();
-  out.device = virtual_memory ? "sim (virtual memory)" : "sim (whole segments)";
+  out.device = virtual_memory ? "model (virtual memory)" : "model (whole segments)";
   out.capacity_bytes = options.capacity_bytes;
   out.events = t.events.size();
 

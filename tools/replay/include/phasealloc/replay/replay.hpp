@@ -1,9 +1,9 @@
-// Replay: run a recorded (or synthesized) trace through the real engine and a policy on the sim
+// Replay: run a recorded (or synthesized) trace through the real engine and a policy on the model
 // device, and measure what that allocator would have reserved, per phase.
 //
 // Design note
 // Rationale: a replay must predict what the production library does, so it runs the same engine
-//   and policies the interpose layer runs, only against the sim device. Nothing is re-modelled.
+//   and policies the interpose layer runs, only against the model device. Nothing is re-modelled.
 // Approach: each trace event becomes one engine call (alloc -> allocate, free -> deallocate of the
 //   id's address, phase -> set_phase, empty_cache, record_stream); segment events of the
 //   recording allocator are not followed, only collected for comparison. An allocation that fails
@@ -12,7 +12,7 @@
 //   first (engine::seed) for the `pytorch` policies: the seeded allocations it places are not
 //   allocated again; the others (and every seeded allocation for other policies) are allocated by
 //   the policy at time 0, in order, as before.
-// Limitations: events complete at once on the sim device, so cross-stream frees are never
+// Limitations: events complete at once on the model device, so cross-stream frees are never
 //   pending (the trace has no kernel timing); one device per trace.
 #pragma once
 
@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/snapshot.hpp"
 #include "phasealloc/trace_sink.hpp"
 #include "phasealloc/stats.hpp"
@@ -36,7 +36,7 @@ namespace phasealloc {
 
 /// A modelled (not measured) cost of device calls, for the "estimated allocator time" column:
 /// tens of microseconds per cudaMalloc/cudaFree or cuMem call, per 2 MiB page for mapping.
-sim_cost default_replay_cost();
+model_device_cost default_replay_cost();
 
 struct replay_options {
   std::size_t capacity_bytes = 80 * gib;
@@ -44,7 +44,7 @@ struct replay_options {
   /// Device kind: nullopt = virtual memory iff the policy has an expandable pool (what the
   /// interpose layer's default device choice amounts to for that policy).
   std::optional<bool> virtual_memory;
-  sim_cost cost = default_replay_cost();
+  model_device_cost cost = default_replay_cost();
   bool check_invariants = false;     ///< Run the engine's checker after every event (slow).
   std::size_t timeline_points = 0;   ///< Keep about this many (time, allocated, reserved) samples.
   bool record_segments = false;      ///< Keep the sizes of the replay's segment allocations.
@@ -104,7 +104,7 @@ struct recorded_comparison {
 
 struct replay_result {
   std::string policy;   ///< The effective spec.
-  std::string device;   ///< "sim (whole segments)" or "sim (virtual memory)".
+  std::string device;   ///< "model (whole segments)" or "model (virtual memory)".
   std::size_t capacity_bytes = 0;
   std::size_t events = 0;
   std::size_t peak_reserved_bytes = 0;
