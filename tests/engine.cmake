@@ -26,3 +26,6 @@ target_include_directories(live_table_test PRIVATE ${PROJECT_SOURCE_DIR}/allocat
 phasealloc_test(NAME block_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/block_pool_test.cpp
   DEPS phasealloc::engine LABELS "unit;engine")
 target_include_directories(block_pool_test PRIVATE ${PROJECT_SOURCE_DIR}/allocator/src)
+# The growth rules of policy.hpp, each set alone by a test policy: one decision each.
+phasealloc_test(NAME growth_rules_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/growth_rules_test.cpp
+  DEPS phasealloc::engine phasealloc::model_device LABELS "unit;engine")

@@ -77,8 +77,9 @@ std::string render_fidelity_text(const replay_report& r) {
   std::string out;
   for (const replay_result& x : r.results) {
     const recorded_comparison& c = x.recorded;
-    // Only PyTorch's model is meant to follow the recording; the others' gaps are their savings.
-    if (r.recorded_source.empty() || !c.available || !x.policy.starts_with("pytorch")) continue;
+    // Only a model of the recording allocator is meant to follow the recording; the others' gaps
+    // are their savings.
+    if (r.recorded_source.empty() || !c.available || !x.models_recording) continue;
     if (out.empty()) {
       out = fmt::format("\nrecorded ({}): peak reserved {}, at the end {}\n", r.recorded_source,
                         format_bytes(c.recorded_peak_reserved_bytes), format_bytes(c.recorded_final_reserved_bytes));

@@ -55,7 +55,7 @@ result<colocated_result, std::string> replay_colocated(std::span<const trace> tr
   out.reserved_at_peak_bytes.assign(procs.size(), 0);
   for (const trace& t : traces) out.events += t.events.size();
 
-  const bool use_layout = options.use_recorded_layout.value_or(first_policy.spec().starts_with("pytorch"));
+  const bool use_layout = options.use_recorded_layout.value_or(first_policy.models_recorded_allocator());
   const auto started = std::chrono::steady_clock::now();
   const auto sample_total = [&](std::size_t merged_event, std::uint64_t time_ns) {
     const std::size_t total = dev.mapped_bytes();

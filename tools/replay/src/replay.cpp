@@ -63,6 +63,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   replay_result out;
   out.policy = pol->spec();
   out.device = virtual_memory ? "model (virtual memory)" : "model (whole segments)";
+  out.models_recording = pol->models_recorded_allocator();
   out.capacity_bytes = options.capacity_bytes;
   out.events = t.events.size();
 
@@ -72,7 +73,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   segments.observer = options.observer;
   address_book addresses(t);
   std::unordered_map<std::uint64_t, bool> placed_by_layout;  // seeded allocation ids the layout placed
-  const bool use_layout = options.use_recorded_layout.value_or(pol->spec().starts_with("pytorch"));
+  const bool use_layout = options.use_recorded_layout.value_or(out.models_recording);
   const auto started = std::chrono::steady_clock::now();
   {
     engine eng(dev, *pol, engine_options{.strict = false, .check_invariants = options.check_invariants});

@@ -9,7 +9,8 @@
 //   recording allocator are not followed, only collected for comparison. An allocation that fails
 //   (out of memory on the simulated capacity) is counted and its later free skipped.
 //   A trace with a recorded layout (seed_block events, trace_format.hpp) seeds the engine with it
-//   first (engine::seed) for the `pytorch` policies: the seeded allocations it places are not
+//   first (engine::seed) for policies that model the recording allocator (the `pytorch` ones,
+//   policy::models_recorded_allocator): the seeded allocations it places are not
 //   allocated again; the others (and every seeded allocation for other policies) are allocated by
 //   the policy at time 0, in order, as before.
 // Limitations: events complete at once on the model device, so cross-stream frees are never
@@ -56,8 +57,9 @@ struct replay_options {
   /// the engine events it causes.
   std::uint64_t* clock_ns = nullptr;
   /// Whether to seed the engine with the trace's recorded layout (seed_block events) before the
-  /// replay: nullopt = for the `pytorch` policies only (the others place the same seeded live set
-  /// their own way, as they would have).
+  /// replay: nullopt = for a policy that models the recording allocator only
+  /// (policy::models_recorded_allocator; the others place the same seeded live set their own way,
+  /// as they would have).
   std::optional<bool> use_recorded_layout;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
@@ -105,6 +107,9 @@ struct recorded_comparison {
 struct replay_result {
   std::string policy;   ///< The effective spec.
   std::string device;   ///< "model (whole segments)" or "model (virtual memory)".
+  /// The allocator replayed is the one the recording was made under (policy::models_recorded_allocator,
+  /// or PyTorch's own): its gaps to the recording are errors of fidelity, not savings.
+  bool models_recording = false;
   std::size_t capacity_bytes = 0;
   std::size_t events = 0;
   std::size_t peak_reserved_bytes = 0;
