@@ -58,8 +58,8 @@ std::vector<std::string> input_notes(const trace& t) {
   if (const std::string* device = find_property(t.meta, "kineto.device_id")) {
     const std::string* choice = find_property(t.meta, "kineto.device_choice");
     const std::string* devices = find_property(t.meta, "kineto.devices");
-    notes.push_back(fmt::format("profiler trace: CUDA device {} ({}; memory events per device {}; --device N picks "
-                                "another)",
+    notes.push_back(fmt::format("profiler trace: CUDA device {} ({}; memory events per device {}; --recorded-gpu N "
+                                "picks another)",
                                 *device, choice != nullptr ? *choice : "?", devices != nullptr ? *devices : "?"));
     const std::uint64_t baseline = property_bytes(t, "kineto.baseline_bytes");
     if (baseline > 0) {
