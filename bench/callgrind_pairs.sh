@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per allocate + free pair on the hot-path pattern, counted by callgrind (issue 16).
+# Instructions per allocate + free pair on the hot-path pattern, counted by callgrind.
 #
 #   bench/callgrind_pairs.sh BUILD_DIR                 # prints a JSON object, one row per allocator
 #   MAX_INSTRUCTIONS=800 bench/callgrind_pairs.sh BUILD_DIR   # also fails (exit 1) when a phasealloc

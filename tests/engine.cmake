@@ -13,10 +13,10 @@ phasealloc_test(NAME phasealloc_policy_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/
   DEPS phasealloc::engine phasealloc::policies phasealloc::model_device LABELS "unit;policy")
 phasealloc_test(NAME host_pool_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/host_pool_test.cpp
   DEPS phasealloc::engine phasealloc::model_device LABELS "unit;engine")
-# Issue 17: sizes and memory fractions at their extremes, under every policy: values, never aborts.
+# Sizes and memory fractions at their extremes, under every policy: values, never aborts.
 phasealloc_test(NAME engine_extremes_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/engine_extremes_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::model_device LABELS "unit;engine")
-# Issue 16: the deferred merge decides and books exactly as merging at once; the live table.
+# The deferred merge decides and books exactly as merging at once; the live table.
 phasealloc_test(NAME deferred_free_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/deferred_free_test.cpp
   DEPS phasealloc::engine phasealloc::policies phasealloc::model_device LABELS "unit;engine")
 phasealloc_test(NAME live_table_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/live_table_test.cpp

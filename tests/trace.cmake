@@ -44,13 +44,13 @@ foreach(test kineto_importer_test rmm_log_importer_test)
   target_compile_definitions(${test} PRIVATE PHASEALLOC_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 endforeach()
 
-# Issue 15: profiler traces with a baseline, two devices and the recorded Total Reserved.
+# Profiler traces with a baseline, two devices and the recorded Total Reserved.
 phasealloc_test(NAME kineto_baseline_test
   SRCS ${phasealloc_trace_tests}/kineto_baseline_test.cpp
   DEPS phasealloc::importers phasealloc::replay
   LABELS unit)
 
-# Issue 15: snapshots that do not start from an empty allocator seed the pytorch model with their layout.
+# Snapshots that do not start from an empty allocator seed the pytorch model with their layout.
 phasealloc_test(NAME snapshot_layout_test
   SRCS ${phasealloc_trace_tests}/snapshot_layout_test.cpp
   DEPS phasealloc::importers phasealloc::replay

@@ -5,7 +5,7 @@
 // Design note
 // Rationale: best fit runs on every allocation and the pool changes on every split, merge and
 //   free; a red-black tree over every free block made that about 40% of a mixed-size step
-//   (issue 16).
+//  .
 // Approach: two indexes with one order. Blocks of a size that is a multiple of 512 B up to 2 MiB
 //   (the small pool's, and most remainders) go to exact-size bins per stream (size_bins.hpp: a
 //   bitmap finds the first non-empty bin, a bin is a min-heap on (age rank, address)); the others

@@ -3,7 +3,7 @@
 // Design note
 // Rationale: on the hot path (a tensor allocated and freed again and again) an eager engine splits
 //   the request off a large free block and merges it back on every pair: four set updates, a
-//   lookup and block objects made and recycled, ~45% of a pair's instructions (issue 16). The
+//   lookup and block objects made and recycled, ~45% of a pair's instructions. The
 //   `pytorch` policy must keep PyTorch's decisions exactly, and phasealloc's policy table must not
 //   move, so a cache that serves frees in another order than best fit would is not an option.
 // Approach: a free (with no events to wait for, and no free block before it to merge with) marks

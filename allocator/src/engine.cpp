@@ -11,7 +11,7 @@
 //   alloc_error with the report. The chosen block is split when should_split (policy) says so.
 //   Stats and the phase book are updated in one place per outcome; after_operation() folds the
 //   levels into the phase book and, in tests, runs the invariant checker.
-//   The hot path (issue 16): a free with nothing to wait for defers its merge (deferred_free.cpp),
+//   The hot path: a free with nothing to wait for defers its merge (deferred_free.cpp),
 //   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
 //   request that took it last time, and a correct free that defers. The policy's rounding and pool
 //   for the same (size, least block size, stream, tag) are reused until a policy hook that may

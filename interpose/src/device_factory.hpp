@@ -2,7 +2,7 @@
 // buffers come from.
 //
 // Design note
-// Rationale: design.md's default is cuda_vmm (page-granular release) where the driver supports
+// Rationale: the default is cuda_vmm (page-granular release) where the driver supports
 //   virtual memory management, else cudaMalloc segments. The model device serves tests and tools.
 // Approach: device:auto tries cuda_vmm, then cuda_runtime, and on failure reports both reasons.
 //   A build without the CUDA devices (no CUDA toolkit: PHASEALLOC_HAVE_CUDA_DEVICES undefined)

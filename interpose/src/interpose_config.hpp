@@ -1,7 +1,7 @@
 // The interpose layer's configuration: PHASEALLOC_CONF, parsed and validated once per process.
 //
 // Design note
-// Rationale: design.md asks for one string in PYTORCH_CUDA_ALLOC_CONF's grammar, read once at
+// Rationale: one string in PYTORCH_CUDA_ALLOC_CONF's grammar, read once at
 //   initialisation and never during static initialisation, where a typo is an error that names
 //   the key and lists the valid ones. The policy key carries a whole policy spec, which has ':'
 //   and ',' of its own ("pytorch:expandable_segments:True,max_split_size_mb:128").

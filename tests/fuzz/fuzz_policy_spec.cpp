@@ -1,4 +1,4 @@
-// Policy specs (the CLI's --policy and PHASEALLOC_CONF's policy:[...]), issue 17. Whatever parses
+// Policy specs (the CLI's --policy and PHASEALLOC_CONF's policy:[...]). Whatever parses
 // must print a spec that parses to the same policy, ask for a memory fraction in (0, 1], and drive
 // an engine with sizes at their extremes without aborting, its books sound after each operation.
 #include <cstddef>

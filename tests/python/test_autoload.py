@@ -69,7 +69,7 @@ def test_cuda_already_initialised_gives_a_clear_warning_and_no_swap(lib, tmp_pat
 
 @pytest.mark.parametrize("extra, expected", [
     ({"PHASEALLOC_CONF": "device:model,colour:red"}, "unknown key 'colour'"),
-    # Issue 17: a NaN fraction used to pass the policy and abort the host process at its first allocation.
+    # A NaN fraction used to pass the policy and abort the host process at its first allocation.
     ({"PHASEALLOC_CONF": "device:model,policy:[phasealloc:memory_fraction:nan]"},
      "bad value for 'memory_fraction': \"nan\" is not a finite number"),
     ({"PHASEALLOC_CONF": "device:model,policy:[pytorch:per_process_memory_fraction:inf]"},

@@ -109,7 +109,7 @@ print(lib.phasealloc_stats_json(0).decode()[:1])
 
 
 def test_a_nan_memory_fraction_fails_try_malloc_with_its_key_and_the_process_lives(lib):
-    # Issue 17: the NaN used to reach the engine, which aborted the host process.
+    # The NaN used to reach the engine, which aborted the host process.
     out = run_python(CTYPES_PRELUDE + """
 assert lib.phasealloc_try_malloc(70 << 30, 0, None) is None
 print(err())
@@ -119,7 +119,7 @@ print(err())
 
 
 def test_a_memory_fraction_below_one_byte_of_the_device_is_a_limit_not_no_limit(lib):
-    # Issue 17: 1e-11 of a 64 GiB device rounded to 0 = "no limit" and a 60 GiB allocation succeeded.
+    # 1e-11 of a 64 GiB device rounded to 0 = "no limit" and a 60 GiB allocation succeeded.
     out = run_python(CTYPES_PRELUDE + """
 assert lib.phasealloc_try_malloc(60 << 30, 0, None) is None
 print(err().splitlines()[0])

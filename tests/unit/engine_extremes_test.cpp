@@ -1,4 +1,4 @@
-// Property test (issue 17): the engine, under every policy, driven with sizes and memory fractions
+// Property test: the engine, under every policy, driven with sizes and memory fractions
 // at their extremes, answers with values (a block or out of memory) and never aborts; its books
 // stay sound after every operation (check_invariants is on).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Issue 15, part 2: a snapshot that does not start from an empty allocator seeds the `pytorch`
+// A snapshot that does not start from an empty allocator seeds the `pytorch`
 // model with the segments and blocks it recorded (mid-run and state-only snapshots), and bad
 // layouts are errors naming the block.
 #include <gtest/gtest.h>
