@@ -29,3 +29,6 @@ target_include_directories(block_pool_test PRIVATE ${PROJECT_SOURCE_DIR}/allocat
 # The growth rules of policy.hpp, each set alone by a test policy: one decision each.
 phasealloc_test(NAME growth_rules_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/growth_rules_test.cpp
   DEPS phasealloc::engine phasealloc::model_device LABELS "unit;engine")
+# The engine's snapshot as PyTorch's segment list (one segment per mapped run).
+phasealloc_test(NAME snapshot_runs_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/snapshot_runs_test.cpp
+  DEPS phasealloc::engine LABELS "unit;engine")
