@@ -3,7 +3,7 @@
 // layouts are errors naming the block.
 #include <gtest/gtest.h>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_summary.hpp"

@@ -8,7 +8,7 @@
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/export/placed_replay.hpp"
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 #include "trace_input.hpp"
 

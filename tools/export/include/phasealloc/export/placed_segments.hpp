@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 #include "phasealloc/snapshot.hpp"
 
 namespace phasealloc {
