@@ -51,13 +51,13 @@ void engine_allocator::build() {
   }
   const auto pools = policy_->pools();
   virtual_memory_ = std::any_of(pools.begin(), pools.end(), [](const pool_traits& p) { return p.expandable; });
-  sim_config config;
+  model_device_config config;
   config.capacity_bytes = 80 * gib;
   config.granularity_bytes = 2 * mib;
   config.virtual_memory = virtual_memory_;
   config.events_complete_immediately = true;
-  config.cost = sim_cost{};  // zero cost per call: only the allocator's own host time is measured
-  device_ = std::make_unique<sim_device>(config);
+  config.cost = model_device_cost{};  // zero cost per call: only the allocator's own host time is measured
+  device_ = std::make_unique<model_device>(config);
   const engine_options options{.strict = checked(), .check_invariants = checked()};
   engine_ = std::make_unique<engine>(*device_, *policy_, options);
 }
@@ -89,7 +89,7 @@ std::uint64_t engine_allocator::device_calls_since_mark() const {
 
 alloc_books engine_allocator::books() const {
   const device_stats s = engine_->stats();
-  const sim_counters c = device_->counters();
+  const model_device_counters c = device_->counters();
   alloc_books b;
   b.has_device = true;
   b.peak_reserved_bytes = std::max(folded_.peak_reserved_bytes,
@@ -105,7 +105,8 @@ alloc_books engine_allocator::books() const {
 }
 
 std::string engine_allocator::label() const {
-  return spec_ + " (engine on sim, " + (virtual_memory_ ? "virtual memory" : "whole segments") + ", zero call cost)";
+  return spec_ + " (engine on the model device, " + (virtual_memory_ ? "virtual memory" : "whole segments") +
+         ", zero call cost)";
 }
 
 void engine_allocator::note_failure(std::size_t bytes, const alloc_error& error) {

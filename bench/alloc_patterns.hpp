@@ -2,8 +2,8 @@
 // and the helpers that register a pattern once per allocator and report its counters.
 //
 //   engine_allocator  the phasealloc engine with a policy built from a spec ("phasealloc",
-//                     "pytorch", "pytorch:expandable_segments:True", ...) on a sim device with zero
-//                     call cost, so only the allocator's own host time is measured. The sim uses
+//                     "pytorch", "pytorch:expandable_segments:True", ...) on a model device with zero
+//                     call cost, so only the allocator's own host time is measured. The model device uses
 //                     virtual memory when the policy has an expandable pool, else whole segments
 //                     (the replay tool's rule).
 //   glibc_allocator   malloc/free of the same sizes: a host-only reference with no device, no
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "alloc_books.hpp"
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policy.hpp"
 
@@ -35,7 +35,7 @@
 
 namespace phasealloc::bench {
 
-/// The phasealloc engine on a zero-cost sim device, with the policy a spec names.
+/// The phasealloc engine on a zero-cost model device, with the policy a spec names.
 class engine_allocator {
  public:
   /// nullptr and `error` set when the spec names no registered policy.
@@ -58,13 +58,13 @@ class engine_allocator {
   /// Current bytes reserved (for patterns that sample).
   std::size_t reserved_bytes() const { return engine_->levels().reserved_bytes; }
 
-  /// Throws the engine, sim and policy away and builds fresh ones (the books keep the totals).
+  /// Throws the engine, model device and policy away and builds fresh ones (the books keep the totals).
   void reset();
   /// Marks the start of the timed loop: device_calls_since_mark() counts from here.
   void mark();
   std::uint64_t device_calls_since_mark() const;
   alloc_books books() const;
-  /// "phasealloc (sim, virtual memory)", ...
+  /// "phasealloc (model device, virtual memory)", ...
   std::string label() const;
   engine& raw() { return *engine_; }
 
@@ -78,7 +78,7 @@ class engine_allocator {
 
   std::string spec_;
   std::unique_ptr<policy> policy_;
-  std::unique_ptr<sim_device> device_;
+  std::unique_ptr<model_device> device_;
   std::unique_ptr<engine> engine_;
   bool virtual_memory_ = false;
   alloc_books folded_;          ///< Totals of engines already thrown away.

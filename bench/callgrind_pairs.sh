@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per allocate + free pair on the hot-path pattern, counted by callgrind (issue 16).
+# Instructions per allocate + free pair on the hot-path pattern, counted by callgrind.
 #
 #   bench/callgrind_pairs.sh BUILD_DIR                 # prints a JSON object, one row per allocator
 #   MAX_INSTRUCTIONS=800 bench/callgrind_pairs.sh BUILD_DIR   # also fails (exit 1) when a phasealloc
@@ -7,7 +7,7 @@
 #   PAIRS=20000 BYTES=512 bench/callgrind_pairs.sh BUILD_DIR
 #
 # Rows: engine with the phasealloc and pytorch policies, the C entry point (phasealloc_malloc /
-# phasealloc_free, device:sim) with the phasealloc policy, glibc malloc/free. Each row is one run of
+# phasealloc_free, device:model) with the phasealloc policy, glibc malloc/free. Each row is one run of
 # BUILD_DIR/bench/hot_path_pairs under callgrind, collecting only inside run_pairs_<mode> (N pairs
 # after one warm-up pair); instructions per pair = callgrind's total / N.
 # Also, per step of BM_Mixed's pattern (free a random block of a ring of 256, allocate a log-uniform

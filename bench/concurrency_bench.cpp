@@ -3,7 +3,7 @@
 //                           stream (for glibc: one process heap, per-thread arenas and tcache).
 //                           Time per op is wall time over both threads' calls (throughput).
 //   BM_CrossStreamFree      a block allocated on stream 1 is used by stream 2 (record_stream),
-//                           then freed: the free waits on an event, which this sim completes at
+//                           then freed: the free waits on an event, which this model device completes at
 //                           once, so the next allocation on stream 1 reclaims it. For glibc there
 //                           are no streams: plain malloc/free of the same size.
 // Ops are allocate and free calls; record_stream's cost is folded into them.

@@ -10,7 +10,7 @@
 //                            device, with the policy of its spec.
 //
 // Design note
-// Rationale: the engine rows of phasealloc_bench run on a sim device with zero call cost, and the
+// Rationale: the engine rows of phasealloc_bench run on a model device with zero call cost, and the
 //   `pytorch` rows are our model of PyTorch, not PyTorch. Only the real allocator, paying the same
 //   device calls as ours, says whether phasealloc is cheaper where users run it.
 // Approach: both adaptors have the duck-typed interface of alloc_patterns.hpp (allocate,

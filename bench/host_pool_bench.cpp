@@ -6,7 +6,7 @@
 // (prefetch depth 2), with the copy stream run at each layer. Counters: the peak page-locked bytes
 // and the number of host allocations (cudaHostAlloc calls) over all iterations, the copies that
 // waited for an earlier copy or went through pageable memory (the budget at work), and the time
-// per acquire+release on sim_host_memory (heap memory: the allocation calls themselves cost what
+// per acquire+release on model_host_memory (heap memory: the allocation calls themselves cost what
 // malloc costs here; on a GPU each cudaHostAlloc costs milliseconds per GiB).
 //
 // The PyTorch model follows CachingHostAllocator: sizes round up to a power of two, a freed block
@@ -20,8 +20,8 @@
 #include <map>
 #include <vector>
 
-#include "phasealloc/devices/sim_device.hpp"
-#include "phasealloc/devices/sim_host_memory.hpp"
+#include "phasealloc/devices/model_device.hpp"
+#include "phasealloc/devices/model_host_memory.hpp"
 #include "phasealloc/host_pool.hpp"
 
 namespace {
@@ -111,8 +111,8 @@ void BM_HostStaging_phasealloc(benchmark::State& state) {
   phasealloc::host_pool_stats last;
   std::int64_t fallbacks = 0;
   for (auto _ : state) {
-    phasealloc::sim_host_memory host;
-    phasealloc::sim_device gpu(phasealloc::sim_config{.events_complete_immediately = false});
+    phasealloc::model_host_memory host;
+    phasealloc::model_device gpu(phasealloc::model_device_config{.events_complete_immediately = false});
     phasealloc::host_pool pool(host, &gpu, {.budget_bytes = static_cast<std::size_t>(state.range(0)) * mib});
     fallbacks = 0;
     stream_weights(

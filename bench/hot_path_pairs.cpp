@@ -1,9 +1,9 @@
 // hot_path_pairs: allocate + free one size, N times, in one function per allocator, so that
 // callgrind can count the instructions of exactly those pairs (bench/callgrind_pairs.sh).
 //
-//   hot_path_pairs engine SPEC BYTES N   the engine with policy SPEC on a zero-cost sim device
+//   hot_path_pairs engine SPEC BYTES N   the engine with policy SPEC on a zero-cost model device
 //   hot_path_pairs capi SPEC BYTES N     phasealloc_malloc / phasealloc_free (the C entry point PyTorch
-//                                        calls), device:sim, policy SPEC
+//                                        calls), device:model, policy SPEC
 //   hot_path_pairs glibc - BYTES N       malloc / free
 //   hot_path_pairs mixed SPEC MAX N      the engine on BM_Mixed's pattern: a ring of 256 live blocks,
 //                                        each step frees a random one and allocates a log-uniform
@@ -28,7 +28,7 @@
 #include <memory>
 #include <string>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 #include "phasealloc_c_api.h"
@@ -93,29 +93,29 @@ struct mixed_step {
   return failures;
 }
 
-/// An engine with the policy SPEC on the sim device bench/alloc_patterns.cpp gives the patterns
+/// An engine with the policy SPEC on the model device bench/alloc_patterns.cpp gives the patterns
 /// (80 GiB, 2 MiB pages, virtual memory when a pool is expandable, zero-cost calls, events complete
 /// at once), so the counts here are of the benchmarks' configuration; nullptr after saying why.
-struct sim_engine {
+struct model_engine {
   std::unique_ptr<phasealloc::policy> pol;
-  std::unique_ptr<phasealloc::sim_device> dev;
+  std::unique_ptr<phasealloc::model_device> dev;
   std::unique_ptr<engine> eng;
 };
 
-std::unique_ptr<sim_engine> make_sim_engine(const std::string& spec) {
+std::unique_ptr<model_engine> make_model_engine(const std::string& spec) {
   auto pol = phasealloc::make_policy(spec);
   if (!pol) {
     std::fprintf(stderr, "hot_path_pairs: %s\n", pol.error().c_str());
     return nullptr;
   }
-  auto out = std::make_unique<sim_engine>();
+  auto out = std::make_unique<model_engine>();
   out->pol = std::move(pol).value();
-  phasealloc::sim_config config;
+  phasealloc::model_device_config config;
   config.capacity_bytes = std::size_t{80} << 30;
   config.granularity_bytes = std::size_t{2} << 20;
   for (const phasealloc::pool_traits& p : out->pol->pools()) config.virtual_memory = config.virtual_memory || p.expandable;
   config.events_complete_immediately = true;
-  out->dev = std::make_unique<phasealloc::sim_device>(config);
+  out->dev = std::make_unique<phasealloc::model_device>(config);
   out->eng = std::make_unique<engine>(*out->dev, *out->pol);
   return out;
 }
@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
   const auto n = static_cast<std::size_t>(std::strtoull(argv[4], nullptr, 10));
   std::size_t failures = 0;
   if (mode == "mixed") {
-    const auto sim = make_sim_engine(spec);
-    if (!sim) return 1;
-    engine& eng = *sim->eng;
+    const auto model = make_model_engine(spec);
+    if (!model) return 1;
+    engine& eng = *model->eng;
     std::mt19937_64 rng(42);
     std::uniform_real_distribution<double> log_size(std::log(512.0), std::log(static_cast<double>(bytes)));
     std::vector<std::pair<std::uintptr_t, std::size_t>> ring(256);
@@ -149,12 +149,12 @@ int main(int argc, char** argv) {
     for (mixed_step& s : steps) s = {static_cast<std::size_t>(rng() % ring.size()), static_cast<std::size_t>(std::exp(log_size(rng)))};
     failures += run_pairs_mixed(eng, ring, steps);
   } else if (mode == "engine") {
-    const auto sim = make_sim_engine(spec);
-    if (!sim) return 1;
-    failures += run_pairs_engine(*sim->eng, bytes, 1);  // warm: the first pair grows
-    failures += run_pairs_engine(*sim->eng, bytes, n);
+    const auto model = make_model_engine(spec);
+    if (!model) return 1;
+    failures += run_pairs_engine(*model->eng, bytes, 1);  // warm: the first pair grows
+    failures += run_pairs_engine(*model->eng, bytes, n);
   } else if (mode == "capi") {
-    const std::string conf = "device:sim,policy:[" + spec + "]";
+    const std::string conf = "device:model,policy:[" + spec + "]";
     if (phasealloc_configure(conf.c_str()) != 0) {
       std::fprintf(stderr, "hot_path_pairs: phasealloc_configure(\"%s\"): %s\n", conf.c_str(), phasealloc_last_error());
       return 1;

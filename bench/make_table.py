@@ -17,7 +17,9 @@ import statistics
 import subprocess
 import sys
 
-ANCHOR_TARGET = 0.3  # issue 13: phasealloc <= 0.3x PyTorch's own allocator on every pattern
+from readme_section import replace_section
+
+ANCHOR_TARGET = 0.3  # target: phasealloc <= 0.3x PyTorch's own allocator on every pattern
 ANCHOR_FAMILIES = ("BM_HotPath", "BM_Mixed", "BM_RlhfPhases", "BM_KvCacheGrowth", "BM_Pr193400")
 
 PATTERNS = {
@@ -35,7 +37,7 @@ PATTERNS = {
 HOT_PATH_PAIR_TARGET_NS = 50.0
 SPEED_RATIO_TARGET = 0.5
 RESERVED_OVER_LIVE_TARGET = 2.0
-# Issue 16: an allocate + free pair of the hot path, counted by callgrind (bench/callgrind_pairs.sh),
+# An allocate + free pair of the hot path, counted by callgrind (bench/callgrind_pairs.sh),
 # on the engine and on the C entry point; and its time against glibc's malloc/free in the same run.
 INSTRUCTIONS_PER_PAIR_TARGET = 400
 GLIBC_TIME_RATIO_TARGET = 3.0
@@ -319,7 +321,7 @@ def instruction_lines(counts):
     per_step = counts.get("instructions_per_mixed_step", {})
     if per_step:
         out += ["Per step of `BM_Mixed`'s pattern (`hot_path_pairs mixed`: free a random block of a ring of 256, "
-                "allocate a log-uniform size from 512 B to the maximum, seeded; the engine on the zero-cost sim "
+                "allocate a log-uniform size from 512 B to the maximum, seeded; the engine on the zero-cost model "
                 "device): the general path, where the pools' best-fit index searches, splits and merges.", "",
                 "| engine, pattern | instructions / step |", "|---|---:|"]
         out += [f"| {label} | {value:,.0f} |" for label, value in per_step.items()]
@@ -328,7 +330,7 @@ def instruction_lines(counts):
 
 
 def check_instruction_targets(counts, runs, fast, slow_allocators):
-    """Issue 16: <= 400 instructions per pair (engine and C entry point, phasealloc policy) and the hot
+    """<= 400 instructions per pair (engine and C entry point, phasealloc policy) and the hot
     path's time per pair <= 3x glibc's in the same run."""
     checks = []
     per_pair = (counts or {}).get("instructions_per_pair", {})
@@ -397,7 +399,7 @@ def render(data, commit, anchor=None, counts=None):
         f"- {reps} repetition(s) per benchmark; every number is the median over them "
         "(±: coefficient of variation of time/op).",
         "- ns/op: CPU time per allocator call (allocate or free; record_stream and set_phase costs are folded "
-        "in), on a sim device with zero call cost, so it is the allocator's own host time. Two-thread rows: wall "
+        "in), on a model device with zero call cost, so it is the allocator's own host time. Two-thread rows: wall "
         "time over both threads' calls. glibc is malloc/free on the host: no device, streams or phases.",
         "- peak reserved: the engine's peak reserved bytes; device calls/iter: reserve + release + map + unmap "
         "per iteration of the timed loop.",
@@ -409,7 +411,7 @@ def render(data, commit, anchor=None, counts=None):
         "raw_delete); `capi`: phasealloc's C entry point (phasealloc_malloc / phasealloc_free, what "
         "CUDAPluggableAllocator calls) with its default policy. Both run on the CUDA device, here the simulated "
         "GPU (simcuda), and pay its device calls (cudaMalloc, cuMemMap, ...: host work in the simulator, not a "
-        "GPU's cost). `phasealloc`: the engine alone on the zero-cost sim device. glibc: malloc/free on the host.",
+        "GPU's cost). `phasealloc`: the engine alone on the zero-cost model device. glibc: malloc/free on the host.",
         "- ns/op: CPU time per allocator call; device calls/iter: the allocator's own count (torch: cudaMalloc + "
         "cudaFree, each expandable map counted as an alloc; phasealloc: reserve + release + map + unmap).",
         "",
@@ -433,18 +435,6 @@ def render(data, commit, anchor=None, counts=None):
     return "\n".join(out), checks
 
 
-def replace_between_markers(readme, table, name="results"):
-    with open(readme, encoding="utf-8") as f:
-        text = f.read()
-    begin_marker, end_marker = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    begin, end = text.find(begin_marker), text.find(end_marker)
-    if begin < 0 or end < begin:
-        sys.exit(f"{readme}: markers {begin_marker} / {end_marker} not found")
-    text = text[: begin + len(begin_marker)] + "\n" + table + "\n" + text[end:]
-    with open(readme, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("json", help="Google Benchmark JSON output of phasealloc_bench")
@@ -465,7 +455,7 @@ def main():
     if args.anchor:
         table = table.replace("## Results", f"## Against PyTorch's own allocator ({args.anchor})", 1)
     if args.readme:
-        replace_between_markers(args.readme, table, args.markers)
+        replace_section(args.readme, args.markers, table)
     else:
         print(table)
     for target, verdict, evidence in checks:

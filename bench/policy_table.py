@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the policy results table (issue 4's evidence) from `phasealloc replay --json` outputs.
+"""Builds the policy results table (the evidence for the policies) from `phasealloc replay --json` outputs.
 
 Usage: policy_table.py OUT.md REPLAY.json [REPLAY.json ...]
 Each input is one trace replayed with policies that include `pytorch`,
@@ -38,7 +38,7 @@ def main():
              "|---|---|---:|---:|---:|---:|---:|---:|"]
     checks = []
     phase_rows = []
-    real_rows = []  # (trace, pytorch, expandable, phasealloc) for issue 14's table
+    real_rows = []  # (trace, pytorch, expandable, phasealloc) for the real-code table
     for d in docs:
         rows = {short(r["policy"]): r for r in d["results"]}
         base = rows["pytorch"]
@@ -50,7 +50,7 @@ def main():
         expandable = rows["pytorch:expandable_segments:True"]
         real = d["trace"].endswith(".patrace.gz")  # tools/data/real: recorded from real PyTorch code
         synthetic = "ppo-" in d["trace"] and not real
-        if real or synthetic:  # issue 14's targets: per real-code trace and per preset
+        if real or synthetic:  # the targets: per real-code trace and per preset
             real_rows.append((d, base, expandable, ours))
         if synthetic:
             phase_rows.append((d, base, expandable, rows.get(EMPTY_CACHE), ours))
@@ -85,7 +85,7 @@ def main():
             lines.append(f"| {d['trace']} | `{r['policy']}` | {gib(waste)} | {removed} | "
                          f"{gib(phase_peak(r, 'generation'))} | {gib(phase_peak(r, 'inference'))} |")
     if real_rows:
-        lines += ["", "Issue 14's targets, on the real-code traces (`tools/data/real`, recorded from",
+        lines += ["", "The targets, on the real-code traces (`tools/data/real`, recorded from",
                   "`bench/gpu/rlhf_job.py` on the simulated GPU) and on the presets. Waste = peak reserved - peak",
                   "allocated of the same allocator; removed = 1 - waste(phasealloc) / waste(pytorch). Device calls =",
                   "map + unmap, or malloc + free, over the whole trace.", "",

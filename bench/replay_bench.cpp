@@ -1,5 +1,5 @@
 // Replay speed: events per second of `phasealloc replay` on one core, the real engine and a policy
-// against the sim device, on synthetic RLHF traces of growing length (cost must stay linear).
+// against the model device, on synthetic RLHF traces of growing length (cost must stay linear).
 #include <benchmark/benchmark.h>
 
 #include <map>

@@ -51,7 +51,7 @@ env "${env[@]}" "${build}/bench/phasealloc_torch_bench" \
   --benchmark_out_format=json \
   "$@"
 
-# Instructions per hot-path pair (issue 16), engine and C entry point: bench/callgrind_pairs.sh.
+# Instructions per hot-path pair, engine and C entry point: bench/callgrind_pairs.sh.
 instructions="${INSTRUCTIONS:-${here}/instructions.json}"
 counts=()
 if command -v valgrind >/dev/null; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The synth presets against the real-code traces of the same job (issue 14, part 4).
+"""The synth presets against the real-code traces of the same job.
 
 For each trace in tools/data/real, the synth job of the same model shape is replayed beside it
 under the `pytorch` policy; the table gives peak allocated bytes over the whole trace and per
@@ -22,6 +22,8 @@ import json
 import os
 import subprocess
 import sys
+
+from readme_section import replace_section
 
 TOLERANCE = 0.05
 # Same-shape presets still off by more than TOLERANCE, with the reason and the bound --check
@@ -98,18 +100,6 @@ def render(rows):
     return "\n".join(lines) + "\n"
 
 
-def write_readme(path, table):
-    begin, end = "<!-- synth-vs-real:begin -->\n", "<!-- synth-vs-real:end -->\n"
-    with open(path) as f:
-        text = f.read()
-    if begin not in text or end not in text:
-        sys.exit(f"synth_vs_real: {path} has no synth-vs-real markers")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    with open(path, "w") as f:
-        f.write(head + begin + table + end + tail)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("phasealloc", help="the phasealloc CLI")
@@ -120,7 +110,7 @@ def main(argv=None):
     table = render(rows)
     print(table, end="")
     if args.readme:
-        write_readme(args.readme, table)
+        replace_section(args.readme, "synth-vs-real", table)
     off = [r["name"] for r in rows
            if r["same_shape"] and r["worst"] > KNOWN_OFF.get(r["name"], (TOLERANCE, ""))[0]]
     if args.check and off:

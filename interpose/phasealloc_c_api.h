@@ -146,7 +146,7 @@ PHASEALLOC_API int phasealloc_trace_flush(void);
 
 /* --- host buffers for offload copies ------------------------------------------------------------------ */
 
-/* Page-locked host buffers (cudaHostAlloc; heap memory on device:sim) for copies between `device`
+/* Page-locked host buffers (cudaHostAlloc; heap memory on device:model) for copies between `device`
  * and the host, from a per-device pool that keeps them for reuse under a byte budget (host_budget
  * in the configuration, per GPU ordinal; 0 disables the pool). The pool is built at the first call
  * for a device (with that device's engine, as a first malloc would). */

@@ -1,4 +1,4 @@
-# Issue 17: no input aborts the CLI. One test per row of the issue's table; each runs the CLI on a
+# No input aborts the CLI. One test per row of the issue's table; each runs the CLI on a
 # bad input and checks the exit status and the message (tests/cli/bad_input_case.sh).
 if(TARGET phasealloc)
   foreach(case huge_alloc synth_vocab_overflow memory_fraction_nan memory_fraction_tiny sweep_jobs synth_layers

@@ -20,14 +20,14 @@ if(TARGET phasealloc)
   set_tests_properties(export_refuses_unknown_policy export_refuses_malformed_trace PROPERTIES LABELS "unit;replay")
 endif()
 
-# Every real-code trace (tools/data/real, issue 14) replays under the three allocators.
+# Every real-code trace (tools/data/real) replays under the three allocators.
 if(TARGET phasealloc)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   file(GLOB real_traces CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/data/real/*.patrace.gz)
   add_test(NAME replay_real_traces
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/replay_real_traces.py $<TARGET_FILE:phasealloc> ${real_traces})
   set_tests_properties(replay_real_traces PROPERTIES LABELS "replay" TIMEOUT 900)
-  # Issue 14, part 4: the same-shape synth presets stay within 5% of the real-code traces.
+  # The same-shape synth presets stay within 5% of the real-code traces.
   add_test(NAME synth_presets_match_real_traces
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/synth_vs_real.py $<TARGET_FILE:phasealloc> --check)
   set_tests_properties(synth_presets_match_real_traces PROPERTIES LABELS "replay;synth" TIMEOUT 600)
@@ -39,7 +39,7 @@ if(TARGET phasealloc)
   set_tests_properties(replay_gpu_traces_match_the_gpu PROPERTIES LABELS "replay" TIMEOUT 300)
 endif()
 
-# Issue 15: the CLI on inputs that do not start from an empty allocator (tests/cli/replay_fidelity_case.sh).
+# The CLI on inputs that do not start from an empty allocator (tests/cli/replay_fidelity_case.sh).
 if(TARGET phasealloc)
   foreach(case kineto)
     add_test(NAME cli_replay_fidelity_${case}
@@ -49,7 +49,7 @@ if(TARGET phasealloc)
   endforeach()
 endif()
 
-# Issue 15, part 4: colocated processes share one simulated GPU (tests/data/colocate).
+# Colocated processes share one simulated GPU (tests/data/colocate).
 phasealloc_test(NAME replay_colocate_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_colocate_test.cpp
   DEPS phasealloc::replay LABELS "unit;replay")
 target_compile_definitions(replay_colocate_test PRIVATE PHASEALLOC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -18,23 +18,23 @@ phasealloc_test(NAME trace_recorder_test
   LABELS unit)
 phasealloc_test(NAME pickle_reader_test
   SRCS ${phasealloc_trace_tests}/pickle_reader_test.cpp
-  DEPS phasealloc::importers
+  DEPS phasealloc::importers phasealloc::snapshot_writers
   LABELS unit)
 phasealloc_test(NAME snapshot_importer_test
   SRCS ${phasealloc_trace_tests}/snapshot_importer_test.cpp
-  DEPS phasealloc::importers
+  DEPS phasealloc::importers phasealloc::snapshot_writers
   LABELS unit)
 phasealloc_test(NAME kineto_importer_test
   SRCS ${phasealloc_trace_tests}/kineto_importer_test.cpp
-  DEPS phasealloc::importers
+  DEPS phasealloc::importers phasealloc::snapshot_writers
   LABELS unit)
 phasealloc_test(NAME rmm_log_importer_test
   SRCS ${phasealloc_trace_tests}/rmm_log_importer_test.cpp
-  DEPS phasealloc::importers
+  DEPS phasealloc::importers phasealloc::snapshot_writers
   LABELS unit)
 phasealloc_test(NAME snapshot_exporter_test
   SRCS ${phasealloc_trace_tests}/snapshot_exporter_test.cpp
-  DEPS phasealloc::importers
+  DEPS phasealloc::importers phasealloc::snapshot_writers
   LABELS unit)
 
 foreach(test snapshot_importer_test snapshot_exporter_test)
@@ -44,14 +44,14 @@ foreach(test kineto_importer_test rmm_log_importer_test)
   target_compile_definitions(${test} PRIVATE PHASEALLOC_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 endforeach()
 
-# Issue 15: profiler traces with a baseline, two devices and the recorded Total Reserved.
+# Profiler traces with a baseline, two devices and the recorded Total Reserved.
 phasealloc_test(NAME kineto_baseline_test
   SRCS ${phasealloc_trace_tests}/kineto_baseline_test.cpp
-  DEPS phasealloc::importers phasealloc::replay
+  DEPS phasealloc::importers phasealloc::snapshot_writers phasealloc::replay
   LABELS unit)
 
-# Issue 15: snapshots that do not start from an empty allocator seed the pytorch model with their layout.
+# Snapshots that do not start from an empty allocator seed the pytorch model with their layout.
 phasealloc_test(NAME snapshot_layout_test
   SRCS ${phasealloc_trace_tests}/snapshot_layout_test.cpp
-  DEPS phasealloc::importers phasealloc::replay
+  DEPS phasealloc::importers phasealloc::snapshot_writers phasealloc::replay
   LABELS unit)

@@ -4,7 +4,8 @@
 #   tools/dev.sh demo    install what is missing, build, replay the bundled RLHF trace (main job)
 #   tools/dev.sh test    install what is missing, build, run every test: unit, conformance,
 #                        scenario, python, bench smoke; then ASan+UBSan and TSan runs of the
-#                        engine tests and a short fuzz run of the parsers
+#                        engine tests and a short fuzz run of the parsers; every build of it
+#                        treats compiler warnings as errors (PHASEALLOC_WARNINGS_AS_ERRORS)
 #   tools/dev.sh deps    only install the Debian packages
 #   tools/dev.sh venv    only make (or update) the Python venv with the torch wheel
 #   tools/dev.sh build   only configure and build (build/)
@@ -64,6 +65,9 @@ venv() {
   cp "$venv_requirements" "$stamp"
 }
 
+# Every build of `test` treats warnings as errors (zero warnings is a rule, and CI enforces it).
+werror=()
+
 configure_and_build() {  # dir, extra cmake args..., -- targets...
   local dir=$1
   shift
@@ -71,7 +75,7 @@ configure_and_build() {  # dir, extra cmake args..., -- targets...
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   targets=("$@")
-  cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
+  cmake -S . -B "$dir" -G Ninja "${args[@]}" "${werror[@]}" >/dev/null
   ninja -C "$dir" -j "$jobs" "${targets[@]}"
 }
 
@@ -108,14 +112,15 @@ pip_install() {
 }
 
 test_all() {
+  werror=(-DPHASEALLOC_WARNINGS_AS_ERRORS=ON)
   build
   pip_install
   log "tests (release build)"
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-    local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test sim_device_test
-                        sim_device_conformance_test host_pool_test phasealloc_policy_test)
+    local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
+                        model_device_conformance_test host_pool_test phasealloc_policy_test)
     log "address + undefined-behaviour sanitizers (engine tests)"
     configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug "-DPHASEALLOC_SANITIZE=address;undefined" \
       -DPHASEALLOC_BUILD_BENCH=OFF -- "${engine_tests[@]}"
@@ -129,7 +134,7 @@ test_all() {
 
   if [ "${SKIP_FUZZ:-0}" != 1 ] && [ -x tests/fuzz/run_fuzz.sh ]; then
     log "fuzzing the parsers (${FUZZ_SECONDS:-15} s each)"
-    tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-15}"
+    PHASEALLOC_FUZZ_WERROR=ON tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-15}"
   fi
   log "all tests passed"
 }

@@ -4,7 +4,7 @@
 // Design note
 // Rationale: each of the five is a torch-style stat (current, peak, allocated, freed) kept for all
 //   pools and for the small or large ones: an allocate + free pair made twenty current updates,
-//   ten peak checks and twenty accumulator additions (~100 instructions, issue 16).
+//   ten peak checks and twenty accumulator additions (~100 instructions).
 // Approach: the deferred free (deferred_free.cpp) lowers the currents at once (levels() and the
 //   phase book stay exact) but leaves the `freed` sums waiting. When the next allocation takes the
 //   same block back for the same requested size, the currents return to where they were before the

@@ -5,15 +5,15 @@
 // Design note
 // Rationale: best fit runs on every allocation and the pool changes on every split, merge and
 //   free; a red-black tree over every free block made that about 40% of a mixed-size step
-//   (issue 16).
+//  .
 // Approach: two indexes with one order. Blocks of a size that is a multiple of 512 B up to 2 MiB
 //   (the small pool's, and most remainders) go to exact-size bins per stream (size_bins.hpp: a
 //   bitmap finds the first non-empty bin, a bin is a min-heap on (age rank, address)); the others
 //   stay in an ordered set. The sizes of the two are disjoint, so best fit is the smaller, by
 //   (size, age rank, address), of the two first fits. A block knows where it is (bin_slot, or pool_pos in the set): erasing
 //   it needs no search.
-// Limitations: a pool whose best fit walks the order past the first fit (`growable_size`, PyTorch's
-//   expandable segments) keeps every block in the set (ordered_only).
+// Limitations: a pool whose best fit walks the order past the first fit (`growable_size`:
+//   growth_rules::rank_with_unmapped_tail) keeps every block in the set (ordered_only).
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,7 @@ class block_pool {
   bool contains(const block* b) const;
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
   /// `accept(b)` may reject the candidate (oversize rules); the search then stops, as PyTorch's does.
-  /// With `growable_size` (pool_traits::torch_expandable, an ordered_only pool), a block of an
+  /// With `growable_size` (growth_rules::rank_with_unmapped_tail, an ordered_only pool), a block of an
   /// expandable segment ranks by its size plus the unmapped pages after it, and the search walks
   /// on to the next larger block while that one ranks smaller.
   template <class Accept>

@@ -3,7 +3,7 @@
 // Design note
 // Rationale: on the hot path (a tensor allocated and freed again and again) an eager engine splits
 //   the request off a large free block and merges it back on every pair: four set updates, a
-//   lookup and block objects made and recycled, ~45% of a pair's instructions (issue 16). The
+//   lookup and block objects made and recycled, ~45% of a pair's instructions. The
 //   `pytorch` policy must keep PyTorch's decisions exactly, and phasealloc's policy table must not
 //   move, so a cache that serves frees in another order than best fit would is not an option.
 // Approach: a free (with no events to wait for, and no free block before it to merge with) marks
@@ -19,9 +19,9 @@
 //   partner as the eager re-insert would have (free_since, free_epoch). Any other answer, and every
 //   other operation, settles first: merges M and inserts it with the stamps of the free.
 // Limitations: one deferred block (the pattern it serves is free-then-allocate of one size);
-//   pools with torch_expandable best fit (ranked by the unmapped pages after a block) always merge
-//   at once; a block with a free block before it merges at once (the eager split would then start
-//   at the earlier block's address).
+//   pools whose best fit ranks a block with the unmapped pages after it
+//   (growth_rules::rank_with_unmapped_tail) always merge at once; a block with a free block before
+//   it merges at once (the eager split would then start at the earlier block's address).
 #include "engine_impl.hpp"
 #include "phasealloc/check.hpp"
 

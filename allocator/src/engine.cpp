@@ -11,7 +11,7 @@
 //   alloc_error with the report. The chosen block is split when should_split (policy) says so.
 //   Stats and the phase book are updated in one place per outcome; after_operation() folds the
 //   levels into the phase book and, in tests, runs the invariant checker.
-//   The hot path (issue 16): a free with nothing to wait for defers its merge (deferred_free.cpp),
+//   The hot path: a free with nothing to wait for defers its merge (deferred_free.cpp),
 //   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
 //   request that took it last time, and a correct free that defers. The policy's rounding and pool
 //   for the same (size, least block size, stream, tag) are reused until a policy hook that may
@@ -50,7 +50,7 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
     t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
   }
   pools_.reserve(pool_traits_.size());
-  for (const pool_traits& t : pool_traits_) pools_.emplace_back(&nodes_, t.torch_expandable);
+  for (const pool_traits& t : pool_traits_) pools_.emplace_back(&nodes_, t.growth.rank_with_unmapped_tail);
   const double fraction = policy_.memory_fraction();
   // Policies check the fraction when they parse it: a value outside (0, 1] here is a broken policy.
   PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
@@ -154,7 +154,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   }
   if (b == nullptr) {
     const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
-    b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].torch_expandable);
+    b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].growth.rank_with_unmapped_tail);
     if (b != nullptr) {
       pools_[pool].erase(b);
     } else {

@@ -6,13 +6,14 @@
 // Approach: grow = before_grow plan -> one try (a new segment sized by the policy, or pages mapped
 //   into the pool's expandable reservation, as many as map_ahead_bytes asks beyond the need) ->
 //   on_oom plan, one retry after each step -> else an alloc_error with the OOM report.
-//   An expandable pool has one reservation per (pool, stream), sized to the device's capacity
-//   plus an eighth (as PyTorch's expandable segments); growth maps the lowest unmapped run that,
-//   with the free block before it, holds the request. When no run can, even after the on_oom plan
-//   (live blocks sit in the holes), a further reservation is the last resort. Pools marked torch_expandable follow
-//   PyTorch's find_expandable_block and try_allocate_expandable_block instead: the chain of free
-//   and unmapped blocks after the run counts too, its runs are mapped in turn until the merged
-//   block holds the request, and a new reservation is added when no chain anywhere can.
+//   An expandable pool has a reservation per (pool, stream), sized to the device's capacity plus
+//   an eighth, so that another is rarely needed. Growth takes the lowest-address unmapped run
+//   that, with the free block before it (and, by the pool's growth_rules, the chain of free and
+//   unmapped blocks after it), holds the request, and maps the runs from there in address order
+//   until the merged block does. When no run can, a further reservation is made: at once, or by
+//   the rules only as the last resort once the on_oom plan failed (live blocks sit in the holes).
+//   The memory limit is checked per map, or by the rules once per growth against the policy's
+//   segment size. The policy picks the rules (policy.hpp, growth_rules); the path is one.
 // Limitations: a failed map_ahead falls back to mapping only the need; nothing smarter.
 #include <algorithm>
 
@@ -50,14 +51,15 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
   for (const release_step& step : plan) {
     const std::size_t released = run_step(step);
-    if (step.require_target && released < step.target_bytes) continue;
-    if (step.counts_as_retry) {
+    if (step.retry.only_if_target_met && released < step.target_bytes) continue;
+    if (step.retry.counted) {
       ++stats_.num_alloc_retries;
       ++phases_.current_stats().num_alloc_retries;
     }
     // A step that waited for pending frees may have made a fitting block free.
-    block* b = step.search_after
-                   ? pools_[pool].best_fit(request.stream, rounded, accept, pool_traits_[pool].torch_expandable)
+    block* b = step.retry.search_pool_first
+                   ? pools_[pool].best_fit(request.stream, rounded, accept,
+                                           pool_traits_[pool].growth.rank_with_unmapped_tail)
                    : nullptr;
     if (b != nullptr) {
       pools_[pool].erase(b);
@@ -68,8 +70,8 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   }
   // Last resort for an expandable pool: the device has the memory but no reservation of this pool
   // and stream has a run of addresses long enough (its holes are where live blocks sit). A new
-  // reservation holds the request. (torch_expandable pools make one before releasing anything.)
-  if (pool_traits_[pool].expandable && !pool_traits_[pool].torch_expandable) {
+  // reservation holds the request. (With growth_rules::reserve_at_once one was tried already.)
+  if (pool_traits_[pool].expandable && !pool_traits_[pool].growth.reserve_at_once) {
     if (block* b = grow_expandable(request, pool, rounded, grow_bytes, /*new_reservation=*/true)) return b;
   }
 
@@ -183,19 +185,18 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
   const auto allocatable = [](const block* b) {
     return b != nullptr && (b->state == block_state::free || b->state == block_state::unmapped) && b->event_count == 0;
   };
-  if (pool_traits_[pool].torch_expandable && options_.limit_bytes != 0) {
+  const growth_rules& rules = pool_traits_[pool].growth;
+  if (rules.limit_by_segment_bytes && options_.limit_bytes != 0) {
     const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
     if (reserved + policy_.segment_bytes(pool, rounded) > options_.limit_bytes) return nullptr;
   }
-  // The lowest-address unmapped run that, with the free block just before it, holds the request.
-  // torch_expandable: the blocks after the run count too, as long as they are free or unmapped,
-  // and with no such run anywhere a new reservation is made (find_expandable_block).
-  const bool torch_rules = pool_traits_[pool].torch_expandable;
+  // The lowest-address unmapped run that, with the free block just before it (and the chain of
+  // free and unmapped blocks after it, by the rules), holds the request.
   const auto room_from = [&](const block* start, const block* run) {
     std::size_t room = 0;
     for (const block* w = start; room < rounded && allocatable(w); w = w->next) {
       room += w->bytes;
-      if (w == run && !torch_rules) break;
+      if (w == run && !rules.grow_through_chain) break;
     }
     return room;
   };
@@ -206,21 +207,20 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
       if (u->state != block_state::unmapped) continue;
       block* start = allocatable(u->prev) ? u->prev : u;
       // A free block that holds the request alone was refused by best fit (the policy's may_use):
-      // growing into it would hand it out anyway. torch does exactly that; the engine does not.
-      if (!torch_rules && start != u && start->bytes >= rounded) continue;
+      // growing into it would hand it out anyway, which only a chain-growing pool does.
+      if (!rules.grow_through_chain && start != u && start->bytes >= rounded) continue;
       if (room_from(start, u) >= rounded) candidate = start;
     }
   }
-  if (candidate == nullptr && (torch_rules || new_reservation || reservations.empty())) {
+  if (candidate == nullptr && (rules.reserve_at_once || new_reservation || reservations.empty())) {
     segment* seg = new_expandable_segment(pool, stream);
     if (seg != nullptr && seg->bytes >= rounded) candidate = seg->first;
   }
   if (candidate == nullptr) return nullptr;
   grow_bytes = round_up(rounded - (candidate->state == block_state::free ? candidate->bytes : 0), page);
 
-  // Map the chain's unmapped runs in address order until the merged block holds the request
-  // (try_allocate_expandable_block); each run mapped joins the pool, so a failure leaves what was
-  // mapped cached, as torch does.
+  // Map the chain's unmapped runs in address order until the merged block holds the request; each
+  // run mapped joins the pool, so a failure leaves what was mapped cached.
   block* c = candidate;
   if (c->state == block_state::unmapped) {
     c = map_run(request, pool, rounded, c, std::min(c->bytes, rounded));
@@ -243,7 +243,7 @@ block* engine_impl::map_run(const alloc_request& request, pool_id pool, std::siz
   const std::size_t page = pool_traits_[pool].page_bytes;
   const std::size_t need = std::min(u->bytes, round_up(need_bytes, page));
   const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
-  const bool limited = options_.limit_bytes != 0 && !pool_traits_[pool].torch_expandable;
+  const bool limited = options_.limit_bytes != 0 && !pool_traits_[pool].growth.limit_by_segment_bytes;
   if (limited && reserved + need > options_.limit_bytes) return nullptr;
   // Map ahead as far as the policy asks when there is room: one call now saves the next few.
   const std::size_t ahead = policy_.map_ahead_bytes(make_grow_context(request, pool, rounded, need));

@@ -3,7 +3,7 @@
 // Design note
 // Rationale: an allocate + free pair takes the lock twice, on the thread that launches kernels.
 //   pthread_mutex_lock / unlock (std::mutex) cost ~100 instructions per pair (type checks, elision,
-//   the owner field), most of a malloc's whole budget (issue 16). Contention is rare: one engine per
+//   the owner field), most of a malloc's whole budget. Contention is rare: one engine per
 //   GPU, PyTorch's allocation calls mostly come from one thread.
 // Approach: a three-state futex mutex (Drepper, "Futexes Are Tricky", mutex 2) on a std::atomic
 //   with C++20 wait/notify: 0 free, 1 held, 2 held with possible waiters. Uncontended lock is one

@@ -196,8 +196,8 @@ std::size_t engine_impl::run_step(const release_step& step) {
       released += unmap_block_pages(r.b, step.target_bytes - released);  // other runs are untouched
     }
     if (step.release_empty_reservations) {
-      // An expandable reservation this step left with nothing mapped goes back (torch's
-      // release_expandable_segment); one that was empty before stays, as in torch.
+      // An expandable reservation this step left with nothing mapped goes back; one that was
+      // empty before stays.
       for (segment* seg : page_wise) {
         if (seg->expandable && seg->mapped_bytes == 0) (void)release_segment(seg);
       }

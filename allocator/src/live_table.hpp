@@ -3,7 +3,7 @@
 // Design note
 // Rationale: each allocate/free pair inserts and removes one entry, on the hot path under the
 //   engine's lock. A node-based hash map (std::unordered_map, even with recycled nodes) costs a
-//   node, a bucket walk and a modulo per operation (~7% of a pair's instructions, issue 16).
+//   node, a bucket walk and a modulo per operation (~7% of a pair's instructions).
 // Approach: open addressing with linear probing in a power-of-two array of (address, block)
 //   slots, Fibonacci hashing of the address (blocks are 512-byte aligned, so the low bits say
 //   nothing), at most half full (doubled when it would pass that), and backward-shift deletion (no

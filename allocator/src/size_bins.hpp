@@ -6,7 +6,7 @@
 //   address) among equal sizes" (PyTorch's block order, block.hpp) on every allocation, and
 //   inserts or erases a block on every split, merge and free. In a red-black tree each of those
 //   is a search of log2(free blocks) levels with a three-field compare, a rebalance and a node
-//   allocation: about 40% of a step of BM_Mixed (issue 16). Small blocks (the small pool's, and
+//   allocation: about 40% of a step of BM_Mixed. Small blocks (the small pool's, and
 //   the remainders of large ones) are where most steps land, and their sizes come from a small set.
 // Approach: 4096 bins, bin i for the blocks of exactly (i + 1) * 512 bytes. A two-level bitmap
 //   (64 words of 64 bits, and a summary word saying which words are non-zero) finds the first

@@ -57,8 +57,7 @@ MODEL_SIZES = {  # GPT-2 family shapes: (layers, hidden, heads)
     "xl": (48, 1600, 25),       # 1.5B
 }
 sys.path.insert(0, HERE)
-from step_time_readme import (PHASES, STEP_PARTS, STEP_TIME_BEGIN, STEP_TIME_END, rewrite_readme,  # noqa: E402
-                              step_time_section)
+from step_time_readme import PHASES, STEP_PARTS, STEP_TIME, rewrite_readme, step_time_section  # noqa: E402
 VARIANTS = ("native", "native-expandable", "native-empty-cache-at-phases", "phasealloc")
 
 
@@ -553,8 +552,7 @@ def parse_args(argv):
     parser.add_argument("--markdown", help="also write the table (and raw results) to this Markdown file")
     parser.add_argument("--json", help="also write the run (settings, commit, host, merged results) to this file")
     parser.add_argument("--step-time-readme", metavar="README",
-                        help="rewrite the step-time section of README (between %s and %s; appended when absent)" % (
-                            STEP_TIME_BEGIN, STEP_TIME_END))
+                        help="rewrite the %s section of README (between its markers; appended when absent)" % STEP_TIME)
     parser.add_argument("--from-json", metavar="FILE",
                         help="run nothing: take the run from FILE (written by --json), for --step-time-readme")
     parser.add_argument("--command", help="the command line to name in the README section (default: this one)")

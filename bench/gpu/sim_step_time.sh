@@ -1,5 +1,5 @@
 #!/bin/sh
-# sim_step_time.sh: PPO step time on the simulated GPU (issue 13), native vs native-expandable vs
+# sim_step_time.sh: PPO step time on the simulated GPU, native vs native-expandable vs
 # phasealloc, in one run of bench/gpu/rlhf_ppo.py, then rewrites bench/README.md's step-time section
 # (between <!-- step-time:begin --> and <!-- step-time:end -->; appended at the end when absent).
 #

@@ -9,10 +9,11 @@
 //
 // Design note
 // Rationale: through CUDAPluggableAllocator phasealloc gets malloc and free only: PyTorch then
-//   refuses MemPool (createOrIncrefPool), CUDA graph pools, CUDA IPC, memory stats, snapshots
-//   and history (facts 1.3), which breaks vLLM sleep mode, torch_memory_saver, vLLM's CUDA graphs
-//   and every framework that logs torch.cuda.max_memory_allocated(). A full CUDAAllocator,
-//   built against the torch it runs in, answers all of them through PyTorch's own entry points.
+//   refuses MemPool (createOrIncrefPool), CUDA graph pools, CUDA IPC, memory stats, snapshots and
+//   history (c10/cuda/CUDAPluggableAllocator.cpp answers each "does not yet support"), which breaks
+//   vLLM sleep mode, torch_memory_saver, vLLM's CUDA graphs and every framework that logs
+//   torch.cuda.max_memory_allocated(). A full CUDAAllocator, built against the torch it runs in,
+//   answers all of them through PyTorch's own entry points.
 // Approach: ordinary allocations go to phasealloc's engines (the C API of libphasealloc_torch.so);
 //   private pools, graph capture, checkpointed pool state and IPC receive are delegated to the
 //   native allocator, which owns those semantics; frees reach whoever allocated (the DataPtr's

@@ -1,11 +1,11 @@
 // How phasealloc_malloc fails: by throwing, because PyTorch does not check for NULL.
 //
 // Design note
-// Rationale: CUDAPluggableAllocator stores whatever the malloc function returns (facts 1.1): a NULL
-//   becomes a tensor with a null data pointer and a crash far away. PyTorch calls our function
-//   through std::function from C++, so a C++ exception thrown here unwinds into PyTorch and its
-//   Python binding turns it into a Python exception, as real pluggable allocators do (facts 1.7).
-//   Users and libraries (accelerate's batch-size finder, OOM handlers) look for
+// Rationale: CUDAPluggableAllocator stores whatever the malloc function returns (it never checks
+//   for NULL): a NULL becomes a tensor with a null data pointer and a crash far away. PyTorch calls
+//   our function through std::function from C++, so a C++ exception thrown here unwinds into
+//   PyTorch and its Python binding turns it into a Python exception, as real pluggable allocators
+//   do. Users and libraries (accelerate's batch-size finder, OOM handlers) look for
 //   torch.cuda.OutOfMemoryError, i.e. c10::OutOfMemoryError, which only code compiled against c10
 //   can throw; linking c10 into this library would stop it from loading without torch (tools,
 //   ctypes tests).

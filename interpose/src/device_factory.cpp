@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "phasealloc/devices/sim_device.hpp"
-#include "phasealloc/devices/sim_host_memory.hpp"
+#include "phasealloc/devices/model_device.hpp"
+#include "phasealloc/devices/model_host_memory.hpp"
 #if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
 #include "phasealloc/devices/cuda_host_memory.hpp"
 #include "phasealloc/devices/cuda_runtime_device.hpp"
@@ -34,13 +34,13 @@ result<std::unique_ptr<device>, std::string> make_runtime(int ordinal) {
 }  // namespace
 
 result<std::unique_ptr<device>, std::string> make_device(const interpose_config& config, int ordinal) {
-  if (config.device == device_kind::sim) {
-    sim_config sim;
-    sim.capacity_bytes = config.sim_capacity_bytes;
-    sim.virtual_memory = config.sim_virtual_memory;
+  if (config.device == device_kind::model) {
+    model_device_config device_config;
+    device_config.capacity_bytes = config.model_capacity_bytes;
+    device_config.virtual_memory = config.model_virtual_memory;
     // Each simulated GPU gets its own window of fake address space, as real GPUs of a process do.
-    sim.address_base = sim_address_base + static_cast<device_address>(ordinal) * sim_address_window_bytes;
-    return std::unique_ptr<device>(std::make_unique<sim_device>(sim));
+    device_config.address_base = model_address_base + static_cast<device_address>(ordinal) * model_address_window_bytes;
+    return std::unique_ptr<device>(std::make_unique<model_device>(device_config));
   }
 #if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
   switch (config.device) {
@@ -55,18 +55,18 @@ result<std::unique_ptr<device>, std::string> make_device(const interpose_config&
   return fmt::format("no usable device (device:auto): {}; {}", vmm.error(), runtime.error());
 #else
   return fmt::format("device:{} needs the CUDA devices, but this build of phasealloc has none (built without the "
-                     "CUDA toolkit); use device:sim for tests and tools",
+                     "CUDA toolkit); use device:model for tests and tools",
                      to_string(config.device));
 #endif
 }
 
 result<std::unique_ptr<host_memory>, std::string> make_host_memory(const interpose_config& config) {
-  if (config.device == device_kind::sim) return std::unique_ptr<host_memory>(std::make_unique<sim_host_memory>());
+  if (config.device == device_kind::model) return std::unique_ptr<host_memory>(std::make_unique<model_host_memory>());
 #if defined(PHASEALLOC_HAVE_CUDA_DEVICES)
   return std::unique_ptr<host_memory>(std::make_unique<cuda_host_memory>());
 #else
   return fmt::format("device:{} needs cudaHostAlloc for its host buffers, but this build of phasealloc has no CUDA "
-                     "devices (built without the CUDA toolkit); use device:sim for tests and tools",
+                     "devices (built without the CUDA toolkit); use device:model for tests and tools",
                      to_string(config.device));
 #endif
 }

@@ -2,14 +2,14 @@
 // buffers come from.
 //
 // Design note
-// Rationale: design.md's default is cuda_vmm (page-granular release) where the driver supports
-//   virtual memory management, else cudaMalloc segments. The sim device serves tests and tools.
+// Rationale: the default is cuda_vmm (page-granular release) where the driver supports
+//   virtual memory management, else cudaMalloc segments. The model device serves tests and tools.
 // Approach: device:auto tries cuda_vmm, then cuda_runtime, and on failure reports both reasons.
 //   A build without the CUDA devices (no CUDA toolkit: PHASEALLOC_HAVE_CUDA_DEVICES undefined)
-//   can only build sim devices and says so for the others.
-//   Host memory matches the device: the sim device's process gets sim_host_memory (real heap
+//   can only build model devices and says so for the others.
+//   Host memory matches the device: the model device's process gets model_host_memory (real heap
 //   bytes, not page-locked), CUDA devices get cuda_host_memory (cudaHostAlloc, portable).
-// Limitations: the sim device hands out fake addresses: PyTorch kernels writing to them fault.
+// Limitations: the model device hands out fake addresses: PyTorch kernels writing to them fault.
 //   It is for tests and tools that never dereference what they allocate.
 #pragma once
 
@@ -23,7 +23,7 @@
 
 namespace phasealloc::interpose {
 
-/// The device for GPU `ordinal` (any ordinal for sim), or why there is none.
+/// The device for GPU `ordinal` (any ordinal for the model device), or why there is none.
 result<std::unique_ptr<device>, std::string> make_device(const interpose_config& config, int ordinal);
 
 /// The host memory for the offload buffers of a device that make_device built from `config`.

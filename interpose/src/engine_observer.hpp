@@ -15,7 +15,7 @@
 //   That call takes the engine's lock, so when it returns no on_event still uses the old
 //   recorder, which may then be flushed and destroyed (see trace_control.cpp).
 // Limitations: an address inside a held range may be free (a stale pointer); the engine that owns
-//   the range then reports it precisely. Sim devices get disjoint fake address ranges (one base
+//   the range then reports it precisely. Model devices get disjoint fake address ranges (one base
 //   per ordinal, device_factory.cpp), as real GPUs of a process share one virtual address space.
 #pragma once
 

@@ -6,7 +6,7 @@
 //   it can be reused only after that copy, so the pool records its events with the ordinal's
 //   device; and a process that never offloads must neither build a pool nor lock a byte. One pool
 //   per ordinal keeps one GPU's offload traffic from evicting another's buffers.
-// Approach: the slot owns the host memory (device_factory.cpp: sim_host_memory for the sim device,
+// Approach: the slot owns the host memory (device_factory.cpp: model_host_memory for the model device,
 //   cuda_host_memory for CUDA devices) and the budget (host_budget). pool() builds the host_pool
 //   under a mutex at the first call and publishes it through an atomic pointer, so frees, trims and
 //   stats find it without locking. Budget 0 means no pool: pool() answers why. Like the slot, the

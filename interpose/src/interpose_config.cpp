@@ -56,7 +56,7 @@ std::string_view to_string(device_kind kind) noexcept {
     case device_kind::auto_select: return "auto";
     case device_kind::cuda_vmm: return "cuda_vmm";
     case device_kind::cuda_runtime: return "cuda_runtime";
-    case device_kind::sim: return "sim";
+    case device_kind::model: return "model";
   }
   return "auto";
 }
@@ -81,18 +81,18 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
     if (*v == "auto") c.device = device_kind::auto_select;
     else if (*v == "cuda_vmm") c.device = device_kind::cuda_vmm;
     else if (*v == "cuda_runtime") c.device = device_kind::cuda_runtime;
-    else if (*v == "sim") c.device = device_kind::sim;
-    else reader.fail("device", fmt::format("\"{}\" is not a device (expected auto, cuda_vmm, cuda_runtime or sim)", *v));
+    else if (*v == "model") c.device = device_kind::model;
+    else reader.fail("device", fmt::format("\"{}\" is not a device (expected auto, cuda_vmm, cuda_runtime or model)", *v));
   }
   if (auto v = reader.get_string("policy")) c.policy_spec = strip_brackets(*v);
   if (auto v = reader.get_bool("strict")) c.strict = *v;
   if (auto v = reader.get_bool("check_invariants")) c.check_invariants = *v;
   if (auto v = reader.get_string("trace")) c.trace_pattern = strip_brackets(*v);
-  if (auto v = reader.get_bytes("sim_capacity")) {
-    if (*v == 0) reader.fail("sim_capacity", "must be positive");
-    c.sim_capacity_bytes = *v;
+  if (auto v = reader.get_bytes("model_capacity")) {
+    if (*v == 0) reader.fail("model_capacity", "must be positive");
+    c.model_capacity_bytes = *v;
   }
-  if (auto v = reader.get_bool("sim_virtual_memory")) c.sim_virtual_memory = *v;
+  if (auto v = reader.get_bool("model_virtual_memory")) c.model_virtual_memory = *v;
   if (auto v = reader.get_bytes("vmm_page")) c.vmm_page_bytes = *v;
   if (auto v = reader.get_bytes("host_budget")) c.host_budget_bytes = *v;
   if (auto error = reader.finish()) return *error;
@@ -106,10 +106,10 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
 
 std::string format_interpose_config(const interpose_config& c) {
   std::string out = fmt::format(
-      "device:{},policy:{},strict:{},check_invariants:{},sim_capacity:{},sim_virtual_memory:{},vmm_page:{},"
+      "device:{},policy:{},strict:{},check_invariants:{},model_capacity:{},model_virtual_memory:{},vmm_page:{},"
       "host_budget:{}",
       to_string(c.device), bracket_if_needed(c.effective_policy_spec), c.strict, c.check_invariants,
-      c.sim_capacity_bytes, c.sim_virtual_memory, c.vmm_page_bytes, c.host_budget_bytes);
+      c.model_capacity_bytes, c.model_virtual_memory, c.vmm_page_bytes, c.host_budget_bytes);
   if (!c.trace_pattern.empty()) out += ",trace:" + bracket_if_needed(c.trace_pattern);
   return out;
 }

@@ -1,7 +1,7 @@
 // The interpose layer's configuration: PHASEALLOC_CONF, parsed and validated once per process.
 //
 // Design note
-// Rationale: design.md asks for one string in PYTORCH_CUDA_ALLOC_CONF's grammar, read once at
+// Rationale: one string in PYTORCH_CUDA_ALLOC_CONF's grammar, read once at
 //   initialisation and never during static initialisation, where a typo is an error that names
 //   the key and lists the valid ones. The policy key carries a whole policy spec, which has ':'
 //   and ',' of its own ("pytorch:expandable_segments:True,max_split_size_mb:128").
@@ -26,7 +26,7 @@
 
 namespace phasealloc::interpose {
 
-enum class device_kind { auto_select, cuda_vmm, cuda_runtime, sim };
+enum class device_kind { auto_select, cuda_vmm, cuda_runtime, model };
 
 std::string_view to_string(device_kind kind) noexcept;
 
@@ -37,8 +37,8 @@ struct interpose_config {
   bool strict = false;                ///< Misuse aborts with the evidence.
   bool check_invariants = false;      ///< Run the engine's invariant checker after every operation (slow).
   std::string trace_pattern;          ///< Record from the start to this path pattern ("" = no trace).
-  std::size_t sim_capacity_bytes = 80 * gib;
-  bool sim_virtual_memory = true;     ///< The sim behaves like cuda_vmm (true) or cudaMalloc (false).
+  std::size_t model_capacity_bytes = 80 * gib;
+  bool model_virtual_memory = true;     ///< The model device behaves like cuda_vmm (true) or cudaMalloc (false).
   std::size_t vmm_page_bytes = 0;     ///< cuda_vmm page size (0: the driver's granularity).
   /// Most page-locked bytes each GPU ordinal's host buffer pool holds (0: no pool).
   std::size_t host_budget_bytes = 2 * gib;

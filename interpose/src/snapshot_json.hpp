@@ -6,8 +6,8 @@
 //   contiguous mapped range; an engine segment may also hold unmapped pages (released pages of a
 //   virtual-memory device), which torch has no state for.
 // Approach: every maximal run of mapped blocks in an engine segment becomes one torch segment
-//   (total_size = the run's bytes; blocks in address order), unmapped blocks are left out. States:
-//   allocated -> active_allocated, pending_free -> active_pending_free, free -> inactive.
+//   (mapped_runs and torch_block_state, phasealloc/snapshot.hpp, which phasealloc export shares:
+//   total_size = the run's bytes; blocks in address order; unmapped blocks are left out).
 //   segment_pool_id is (0, 0) (the default pool), frames are empty (no stacks are recorded), and
 //   "pool" names the policy's pool.
 // Limitations: no per-block history or stack frames.

@@ -18,10 +18,13 @@ std::vector<policy_entry> policy_names() {
   };
 }
 
-result<std::unique_ptr<policy>, std::string> make_policy(std::string_view spec) {
+policy_spec_parts split_policy_spec(std::string_view spec) noexcept {
   const std::size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
-  const std::string_view conf = colon == std::string_view::npos ? std::string_view{} : spec.substr(colon + 1);
+  return {spec.substr(0, colon), colon == std::string_view::npos ? std::string_view{} : spec.substr(colon + 1)};
+}
+
+result<std::unique_ptr<policy>, std::string> make_policy(std::string_view spec) {
+  const auto [name, conf] = split_policy_spec(spec);
   std::string valid;
   for (const policy_entry& e : policy_names()) {
     if (e.name == name) return e.create(conf);

@@ -26,7 +26,14 @@
 //                                          each in (stream, size[, age], address) order
 //                                          (release_order::size_index)
 //   expandable_segments                 -> both pools expandable: 2 MiB pages (small) and
-//                                          large_segment_size pages (large)
+//                                          large_segment_size pages (large), with torch's
+//                                          growth (pool_traits::growth: every rule on):
+//                                          get_free_block's rank of a block by the unmapped
+//                                          pages after it, find_expandable_block's chains of
+//                                          free and unmapped blocks and extra reservations,
+//                                          try_allocate_expandable_block's map of each run of
+//                                          the chain, and the limit checked once against
+//                                          get_allocation_size
 //   per_process_memory_fraction         -> memory_fraction (the engine's limit on reserved)
 //   BlockComparatorSize[CounterAddress]-> segment_age_order on both pools (block_order key):
 //                                          equal-size free blocks go oldest segment first, then
@@ -36,7 +43,7 @@
 //                                          block_order:address, by address alone (torch 2.11).
 //                                          The two agree while every new segment sits above the
 //                                          older ones; the CUDA driver places it below them
-//                                          (sim_device.hpp), and there they part: torch 2.11 then
+//                                          (model_device.hpp), and there they part: torch 2.11 then
 //                                          takes the newest segment's block, 2.15 the oldest's.
 //                                          Checked on both wheels on simcuda; 2.12-2.14 were not.
 //   The engine does the rest as torch does: best fit in that order, no cross-stream reuse, a
@@ -44,12 +51,11 @@
 //   wait for events, one retry after each release step.
 // Limitations (differences from torch; references are to CUDACachingAllocator.cpp unless named):
 //   1. Differences in the engine's mechanism that the policy contract cannot express:
-//      (a), (b) resolved: release_step::require_target skips the retry when the oversize release
-//      freed less than its key, and the engine's aged order frees every block at least as old as
-//      the exact mean in a pass, checking the target between passes, as garbage_collect_cached_blocks.
-//      (c), (d), (e) resolved: no search after a release step (release_step::search_after);
-//      expandable pools follow torch's best-fit walk, growth through chains of free and unmapped
-//      blocks, extra reservations and limit check (pool_traits::torch_expandable).
+//      none left but (f): release_step::retry skips the retry when the oversize release freed
+//      less than its key (only_if_target_met), does not count it (counted) and grows at once
+//      with no search of the pool (search_pool_first); the engine's aged order frees every block
+//      at least as old as the exact mean in a pass, checking the target between passes, as
+//      garbage_collect_cached_blocks; expandable pools take torch's growth rules (above).
 //      (f) The engine never counts oversize_allocations / oversize_segments (it does not know
 //      max_split).
 //   2. Ages for the garbage collector count the pool's best-fit lookups, one per allocation as
@@ -131,9 +137,25 @@ void read_ignored(conf_reader& reader) {
 
 pytorch_policy::pytorch_policy(options opts) : opts_(opts) {
   const bool es = opts_.expandable_segments;
-  pools_.push_back(pool_traits{"small", true, es, small_buffer_bytes, false, 0, es});
-  pools_.push_back(pool_traits{"large", false, es, opts_.large_segment_bytes, false, 0, es});
-  for (pool_traits& p : pools_) p.segment_age_order = opts_.segment_age_order;
+  // Expandable segments grow as torch's do: get_free_block ranks a block by the unmapped pages
+  // after it, find_expandable_block takes the lowest chain of free and unmapped blocks that holds
+  // the request (or a new reservation at once), try_allocate_expandable_block maps the chain's
+  // runs, and the memory limit is checked once against get_allocation_size.
+  const growth_rules growth{.rank_with_unmapped_tail = es,
+                            .grow_through_chain = es,
+                            .reserve_at_once = es,
+                            .limit_by_segment_bytes = es};
+  pools_.push_back(pool_traits{.name = "small",
+                               .small = true,
+                               .expandable = es,
+                               .page_bytes = small_buffer_bytes,
+                               .growth = growth,
+                               .segment_age_order = opts_.segment_age_order});
+  pools_.push_back(pool_traits{.name = "large",
+                               .expandable = es,
+                               .page_bytes = opts_.large_segment_bytes,
+                               .growth = growth,
+                               .segment_age_order = opts_.segment_age_order});
 }
 
 result<pytorch_policy::options, std::string> pytorch_policy::parse(std::string_view conf) {
@@ -255,9 +277,9 @@ release_plan pytorch_policy::on_oom(const grow_context& context) {
     oversize.min_segment_bytes = opts_.max_split_bytes;
     oversize.target_bytes = std::max(context.rounded_bytes, opts_.max_split_bytes);
     oversize.order = release_order::best_fit_then_largest;
-    oversize.require_target = true;  // torch skips the retry when it freed less than the key
-    oversize.counts_as_retry = false;  // alloc_block(isRetry=false)
-    oversize.search_after = false;     // alloc_block directly
+    oversize.retry.only_if_target_met = true;  // torch skips the retry when it freed less than the key
+    oversize.retry.counted = false;            // alloc_block(isRetry=false)
+    oversize.retry.search_pool_first = false;  // alloc_block directly
     plan.push_back(oversize);
   }
   plan.push_back(release_cached_blocks());
@@ -273,8 +295,8 @@ release_step pytorch_policy::release_cached_blocks() {
   all.synchronize = true;
   all.order = release_order::size_index;
   all.pool_order = {large_pool, small_pool};
-  all.release_empty_reservations = true;
-  all.search_after = false;  // alloc_block directly
+  all.release_empty_reservations = true;     // release_expandable_segment
+  all.retry.search_pool_first = false;  // alloc_block directly
   return all;
 }
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One row of issue 17's table: a bad input to the phasealloc CLI gives a clear error and exit status
+# One row of the bad-input table: a bad input to the phasealloc CLI gives a clear error and exit status
 # 1 (never a signal, a hang or all of memory), or a correct result.
 #
 #   bad_input_case.sh CASE PHASEALLOC REPO_DIR WORK_DIR

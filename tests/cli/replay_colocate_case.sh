@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 15, part 4: phasealloc replay --colocate on tests/data/colocate (actor.txt and rollout.txt,
+# Phasealloc replay --colocate on tests/data/colocate (actor.txt and rollout.txt,
 # numbers derived in tests/unit/replay_colocate_test.cpp), and on bad input.
 #
 #   replay_colocate_case.sh CASE PHASEALLOC REPO_DIR WORK_DIR

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 15 (replay fidelity beyond traces recorded from an empty allocator): one case of the
+# One case of the
 # phasealloc CLI on a constructed input with a known answer.
 #
 #   replay_fidelity_case.sh CASE PHASEALLOC REPO_DIR WORK_DIR
@@ -36,10 +36,11 @@ case $case_name in
       "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
     expect 0 "pytorch: peak reserved 7.50 GiB \(-6.250% vs recorded\)" \
       "$cli" replay rank0.pt.trace.json.gz -p pytorch -q
-    expect 0 "CUDA device 0 \(asked for" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0
-    expect 0 '"peak_reserved_bytes": 20971520' "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device 0 --json
-    expect 0 "sim \(virtual memory\)" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device vmm --json
-    expect 105 "expected auto, segments, vmm or a GPU index" "$cli" replay rank0.pt.trace.json.gz -p pytorch --device x
+    expect 0 "CUDA device 0 \(asked for" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --recorded-gpu 0
+    expect 0 '"peak_reserved_bytes": 20971520' "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --recorded-gpu 0 --json
+    expect 0 "model \(virtual memory\)" "$cli" replay rank0.pt.trace.json.gz -p pytorch -q --device vmm --json
+    expect 105 "--device: x not in {auto,segments,vmm}" "$cli" replay rank0.pt.trace.json.gz -p pytorch --device x
+    expect 105 "--recorded-gpu: expected a GPU index \\(0, 1, ...\\), not 'x'" "$cli" replay rank0.pt.trace.json.gz -p pytorch --recorded-gpu x
     ;;
   *)
     echo "unknown case $case_name"

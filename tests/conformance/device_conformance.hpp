@@ -3,15 +3,15 @@
 // One value-parameterised GoogleTest suite (rmm's shared mr_ref suites in spirit). A test file
 // instantiates it once per device with a factory:
 //
-//   INSTANTIATE_TEST_SUITE_P(Sim, DeviceConformanceTest,
-//                            ::testing::Values(device_factory{"vmm_like", make_vmm_like_sim}),
+//   INSTANTIATE_TEST_SUITE_P(Model, DeviceConformanceTest,
+//                            ::testing::Values(device_factory{"vmm_like", make_vmm_like_model}),
 //                            device_factory_name);
 //
 // A factory that cannot make its device (no GPU, no driver) returns the reason, and every test
 // of that device skips with it. Include this header in exactly one file per test binary.
 //
 // The suite only reserves, maps and queries: it never touches device memory, so it runs on the
-// sim and on a fake driver as well as on a GPU. On a real GPU free_bytes() also moves with other
+// model device and on a fake driver as well as on a GPU. On a real GPU free_bytes() also moves with other
 // processes and with the driver's own bookkeeping, so its checks allow slack there
 // (device_factory::exact_free_bytes = false).
 #pragma once

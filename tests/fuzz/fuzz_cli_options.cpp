@@ -1,4 +1,4 @@
-// The CLI's option values (issue 17): the first byte picks the parser, the rest is the text a user
+// The CLI's option values: the first byte picks the parser, the rest is the text a user
 // typed. Whatever is accepted must hold what the commands rely on.
 //   0: --capacity (1 .. 1 PiB)   1: --jobs (1 .. the machine)   2: sweep --grid (at most the limit)
 //   3: synth JOB (valid, and to_conf parses back to the same job)

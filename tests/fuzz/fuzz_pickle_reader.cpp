@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "phasealloc/import/pickle_reader.hpp"
-#include "phasealloc/import/snapshot_exporter.hpp"
+#include "phasealloc/export/snapshot_exporter.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 

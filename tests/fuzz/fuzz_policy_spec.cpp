@@ -1,4 +1,4 @@
-// Policy specs (the CLI's --policy and PHASEALLOC_CONF's policy:[...]), issue 17. Whatever parses
+// Policy specs (the CLI's --policy and PHASEALLOC_CONF's policy:[...]). Whatever parses
 // must print a spec that parses to the same policy, ask for a memory fraction in (0, 1], and drive
 // an engine with sizes at their extremes without aborting, its books sound after each operation.
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   bool virtual_memory = false;
   for (const pool_traits& t : pol.pools()) virtual_memory = virtual_memory || t.expandable;
-  sim_device dev(sim_config{.capacity_bytes = gib, .virtual_memory = virtual_memory});
+  model_device dev(model_device_config{.capacity_bytes = gib, .virtual_memory = virtual_memory});
   engine eng(dev, pol, engine_options{.strict = true, .check_invariants = true});
   constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
   std::vector<std::pair<device_address, std::size_t>> live;

@@ -12,6 +12,7 @@
 #                                configured with -DPHASEALLOC_FUZZ=ON
 #   PHASEALLOC_SHARED_TRACES_DIR real snapshots for the pickle corpus (default: <repo>/../shared/traces)
 #   JOBS                         build parallelism (default: 2)
+#   PHASEALLOC_FUZZ_WERROR       ON: warnings fail the build (tools/dev.sh test sets it; default OFF)
 set -euo pipefail
 
 seconds="${1:-20}"
@@ -35,6 +36,7 @@ CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build" \
   -DPHASEALLOC_BUILD_TESTS=OFF -DPHASEALLOC_BUILD_BENCH=OFF -DPHASEALLOC_BUILD_TOOLS=OFF \
   -DPHASEALLOC_WITH_CUDA=OFF \
   -DPHASEALLOC_SANITIZE="address;undefined" \
+  -DPHASEALLOC_WARNINGS_AS_ERRORS="${PHASEALLOC_FUZZ_WERROR:-OFF}" \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
 
 echo "== build ${fuzzers[*]}"

@@ -23,7 +23,7 @@ PYTHON_DIR = os.path.join(REPO, "interpose", "python")
 FAKES_DIR = os.path.join(HERE, "fakes")
 LAUNCHER = os.path.join(PYTHON_DIR, "bin", "phasealloc-run")
 
-MAIN_CONF = "device:sim,sim_capacity:64GiB,policy:basic,check_invariants:true"
+MAIN_CONF = "device:model,model_capacity:64GiB,policy:basic,check_invariants:true"
 
 # Devices each test file may allocate on in this process.
 DEVICES = {

@@ -16,7 +16,7 @@ print("SWAPPED", torch.cuda.memory._current_allocator is not None)
 import phasealloc
 print("ENABLED", phasealloc.is_enabled())
 """
-SIM = "device:sim,sim_capacity:8GiB"
+MODEL_DEVICE = "device:model,model_capacity:8GiB"
 
 
 def run(args, env, timeout=120):
@@ -29,7 +29,7 @@ def probe_lines(out):
 
 def user_site_env(tmp_path, extra):
     """An environment whose user site-packages (a real site dir: .pth files run) holds our .pth."""
-    env = subprocess_env(conf=SIM, fakes=True, extra=extra)
+    env = subprocess_env(conf=MODEL_DEVICE, fakes=True, extra=extra)
     env["PYTHONUSERBASE"] = str(tmp_path / "userbase")
     env.pop("PYTHONNOUSERSITE", None)
     site_dir = subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
@@ -68,11 +68,11 @@ def test_cuda_already_initialised_gives_a_clear_warning_and_no_swap(lib, tmp_pat
 
 
 @pytest.mark.parametrize("extra, expected", [
-    ({"PHASEALLOC_CONF": "device:sim,colour:red"}, "unknown key 'colour'"),
-    # Issue 17: a NaN fraction used to pass the policy and abort the host process at its first allocation.
-    ({"PHASEALLOC_CONF": "device:sim,policy:[phasealloc:memory_fraction:nan]"},
+    ({"PHASEALLOC_CONF": "device:model,colour:red"}, "unknown key 'colour'"),
+    # A NaN fraction used to pass the policy and abort the host process at its first allocation.
+    ({"PHASEALLOC_CONF": "device:model,policy:[phasealloc:memory_fraction:nan]"},
      "bad value for 'memory_fraction': \"nan\" is not a finite number"),
-    ({"PHASEALLOC_CONF": "device:sim,policy:[pytorch:per_process_memory_fraction:inf]"},
+    ({"PHASEALLOC_CONF": "device:model,policy:[pytorch:per_process_memory_fraction:inf]"},
      "bad value for 'per_process_memory_fraction': \"inf\" is not a finite number"),
     ({"PHASEALLOC_LIBRARY": "/nonexistent/libphasealloc_torch.so"}, "not found"),
 ])
@@ -94,7 +94,7 @@ def test_launcher_without_install_in_the_process_and_its_children(lib):
         "out = subprocess.run([sys.executable, '-c', %r], capture_output=True, text=True)\n"
         "print(out.stdout.replace('SWAPPED', 'CHILD_SWAPPED').replace('ENABLED', 'CHILD_ENABLED'), end='')\n"
         "sys.stderr.write(out.stderr)\n" % PROBE)
-    out = run([LAUNCHER, "--conf", SIM, "--library", LIBRARY, "--", sys.executable, "-c", code], env)
+    out = run([LAUNCHER, "--conf", MODEL_DEVICE, "--library", LIBRARY, "--", sys.executable, "-c", code], env)
     assert out.returncode == 0, out.stderr
     assert probe_lines(out) == {"SWAPPED": "True", "ENABLED": "True", "CHILD_SWAPPED": "True",
                                 "CHILD_ENABLED": "True"}
@@ -104,7 +104,7 @@ def test_launcher_trace_option_writes_one_file_per_process(lib, tmp_path):
     env = subprocess_env(conf=None, fakes=True)
     env["PYTHONPATH"] = FAKES_DIR
     code = PROBE + "torch.cuda._test_free(torch.cuda._test_malloc(4096), 4096)\n"
-    out = run([LAUNCHER, "--conf", SIM, "--trace", str(tmp_path / "t.%p.txt"), sys.executable, "-c", code], env)
+    out = run([LAUNCHER, "--conf", MODEL_DEVICE, "--trace", str(tmp_path / "t.%p.txt"), sys.executable, "-c", code], env)
     assert out.returncode == 0, out.stderr
     files = os.listdir(tmp_path)
     assert len(files) == 1 and files[0].startswith("t.")
@@ -112,7 +112,7 @@ def test_launcher_trace_option_writes_one_file_per_process(lib, tmp_path):
 
 def test_launcher_shadows_and_chains_an_existing_sitecustomize(lib, tmp_path):
     (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.SHADOWED_RAN = True\n")
-    env = subprocess_env(conf=SIM, fakes=True)
+    env = subprocess_env(conf=MODEL_DEVICE, fakes=True)
     env["PYTHONPATH"] = os.pathsep.join([FAKES_DIR, str(tmp_path)])
     out = run([LAUNCHER, sys.executable, "-c", PROBE + "import builtins; print('CHAINED', builtins.SHADOWED_RAN)"],
               env)

@@ -246,7 +246,7 @@ assert lib.phasealloc_current_phase() == b"generation"
 # an engine created later starts in the current phase
 p = lib.phasealloc_try_malloc(1000, 0, None)
 print(stats(0)["phasealloc"]["current_phase"])
-""", conf="device:sim")
+""", conf="device:model")
     assert out.returncode == 0, out.stderr
     assert "without a matching phase_begin" in out.stdout
     assert out.stdout.strip().endswith("generation")
@@ -279,7 +279,7 @@ def test_stats_json_shapes(lib):
     for key in ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free"):
         assert isinstance(s[key], int)
     info = s["phasealloc"]
-    assert info["engine"] is True and info["device"] == "sim" and info["policy"].startswith("basic:")
+    assert info["engine"] is True and info["device"] == "model" and info["policy"].startswith("basic:")
     assert info["capacity_bytes"] == 64 << 30
     everything = __import__("json").loads(lib.phasealloc_stats_json(-1).decode())
     assert str(device) in everything["devices"]
@@ -302,7 +302,7 @@ def test_reset_peak_and_accumulated_stats(lib):
 
 
 def test_record_stream_finds_the_owning_engine(lib):
-    # Each sim device has its own fake address range (one base per ordinal), as real GPUs of a
+    # Each model device has its own fake address range (one base per ordinal), as real GPUs of a
     # process share one virtual address space: the engine holding an address is never ambiguous.
     out = run_python(CTYPES_PRELUDE + """
 MIB = 1 << 20
@@ -315,7 +315,7 @@ assert err() == "", err()
 lib.phasealloc_free(pa, 4096, 0, 0x10)
 lib.phasealloc_free(pb, 6 * MIB, 1, 0x10)
 # The other streams' uses make the frees pending (active, not allocated) until the next allocation
-# polls their events, which the sim completes at once.
+# polls their events, which the model device completes at once.
 assert stats(0)["allocated_bytes.all.current"] == 0 and stats(0)["active_bytes.all.current"] == 4096
 assert stats(1)["allocated_bytes.all.current"] == 0 and stats(1)["active_bytes.all.current"] == 6 * MIB
 lib.phasealloc_free(lib.phasealloc_try_malloc(512, 0, 0x10), 512, 0, 0x10)
@@ -324,7 +324,7 @@ assert stats(0)["num_misuse"] == 0 and stats(1)["num_misuse"] == 0
 lib.phasealloc_record_stream(0x123, 0x20)  # nobody's memory
 print(err())
 print(stats(0)["phasealloc"]["interpose_misuse"])
-""", conf="device:sim")
+""", conf="device:model")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert "no device's engine holds" in lines[-2]
@@ -338,7 +338,7 @@ lib.phasealloc_free(p, 4096, 0, 0x10)
 lib.phasealloc_record_stream(p, 0x20)  # a freed block: the engine says what it is
 print(err())
 print(stats(0)["num_misuse"])
-""", conf="device:sim")
+""", conf="device:model")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert "double free" in lines[-2] and lines[-1] == "1"
@@ -346,10 +346,10 @@ print(stats(0)["num_misuse"])
 
 def test_effective_config_and_configure_after_first_use(lib):
     config = lib.phasealloc_config().decode()
-    assert config.startswith("device:sim,policy:[basic:")
-    assert "sim_capacity:%d" % (64 << 30) in config and "check_invariants:true" in config
+    assert config.startswith("device:model,policy:[basic:")
+    assert "model_capacity:%d" % (64 << 30) in config and "check_invariants:true" in config
     assert lib.phasealloc_configure(MAIN_CONF.encode()) == 0  # the text in force: fine
-    assert lib.phasealloc_configure(b"device:sim,strict:true") == -1
+    assert lib.phasealloc_configure(b"device:model,strict:true") == -1
     assert "too late" in last_error(lib)
 
 
@@ -360,7 +360,7 @@ lib.phasealloc_free(p, 1000, 0, None)
 sys.stdout.write("before\\n"); sys.stdout.flush()
 lib.phasealloc_free(p, 1000, 0, None)
 print("survived")
-""", conf="device:sim,strict:true")
+""", conf="device:model,strict:true")
     assert out.returncode != 0
     assert "before" in out.stdout and "survived" not in out.stdout
     assert "double free" in out.stderr and "strict" in out.stderr
@@ -414,7 +414,7 @@ if pid == 0:
     os._exit(code)
 _, status = os.waitpid(pid, 0)
 print("child", os.WEXITSTATUS(status))
-""", conf="device:sim,policy:[phasealloc:release:all]")
+""", conf="device:model,policy:[phasealloc:release:all]")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["child", "0"], out.stdout + out.stderr
 
@@ -444,7 +444,7 @@ _, status = os.waitpid(pid, 0)
 print("child", os.WEXITSTATUS(status))
 lib.phasealloc_free(p, 8 << 20, 0, None)
 print("parent", stats(0)["allocated_bytes.all.current"])
-""", conf="device:sim,policy:[phasealloc:release:all]")
+""", conf="device:model,policy:[phasealloc:release:all]")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["child", "0", "parent", "0"], out.stdout + out.stderr
 
@@ -456,7 +456,7 @@ p = lib.phasealloc_try_malloc(4 << 20, 3, None)
 print(bool(p), lib.phasealloc_enable_peer_access(3, 2), lib.phasealloc_enable_peer_access(3, 2))
 print(lib.phasealloc_enable_peer_access(3, 99), err())
 lib.phasealloc_free(p, 4 << 20, 3, None)
-""", conf="device:sim")
+""", conf="device:model")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "0" and lines[1] == "True 0 0", out.stdout

@@ -22,27 +22,27 @@ def config_of(conf):
 
 
 def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
-    config, error = config_of("device:sim,colour:red")
+    config, error = config_of("device:model,colour:red")
     assert config == "NULL"
     assert "unknown key 'colour'" in error
-    for key in ("device", "policy", "strict", "trace", "sim_capacity", "sim_virtual_memory", "vmm_page",
+    for key in ("device", "policy", "strict", "trace", "model_capacity", "model_virtual_memory", "vmm_page",
                 "check_invariants", "host_budget"):
         assert key in error
 
 
 @pytest.mark.parametrize("conf, names", [
-    ("device:tpu", ["'device'", "cuda_vmm", "cuda_runtime", "sim"]),
-    ("device:sim,strict:maybe", ["'strict'", "boolean"]),
-    ("device:sim,sim_capacity:lots", ["'sim_capacity'", "byte size"]),
-    ("device:sim,host_budget:lots", ["'host_budget'", "byte size", "\"lots\""]),
-    ("device:sim,host_budget:-1GiB", ["'host_budget'", "byte size"]),
-    ("device:sim,policy:nope", ["'policy'", "unknown policy 'nope'", "basic"]),
-    ("device:sim,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
-    ("device:sim,device:sim", ["given twice"]),
+    ("device:tpu", ["'device'", "cuda_vmm", "cuda_runtime", "model"]),
+    ("device:model,strict:maybe", ["'strict'", "boolean"]),
+    ("device:model,model_capacity:lots", ["'model_capacity'", "byte size"]),
+    ("device:model,host_budget:lots", ["'host_budget'", "byte size", "\"lots\""]),
+    ("device:model,host_budget:-1GiB", ["'host_budget'", "byte size"]),
+    ("device:model,policy:nope", ["'policy'", "unknown policy 'nope'", "basic"]),
+    ("device:model,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
+    ("device:model,device:model", ["given twice"]),
     ("device", ["no ':'"]),
-    ("device:sim,policy:[phasealloc:memory_fraction:nan]", ["'policy'", "'memory_fraction'", "not a finite number"]),
-    ("device:sim,policy:[phasealloc:memory_fraction:-inf]", ["'policy'", "'memory_fraction'", "not a finite number"]),
-    ("device:sim,policy:[phasealloc:memory_fraction:0]", ["'policy'", "'memory_fraction'", "not in (0, 1]"]),
+    ("device:model,policy:[phasealloc:memory_fraction:nan]", ["'policy'", "'memory_fraction'", "not a finite number"]),
+    ("device:model,policy:[phasealloc:memory_fraction:-inf]", ["'policy'", "'memory_fraction'", "not a finite number"]),
+    ("device:model,policy:[phasealloc:memory_fraction:0]", ["'policy'", "'memory_fraction'", "not in (0, 1]"]),
 ])
 def test_bad_values_name_the_key(lib, conf, names):
     config, error = config_of(conf)
@@ -52,13 +52,13 @@ def test_bad_values_name_the_key(lib, conf, names):
 
 
 def test_bracketed_policy_spec_keeps_its_commas(lib):
-    config, _ = config_of("device:sim,policy:[basic:small_limit:64KiB,large_round:4MiB],sim_capacity:1GiB")
+    config, _ = config_of("device:model,policy:[basic:small_limit:64KiB,large_round:4MiB],model_capacity:1GiB")
     assert "policy:[basic:small_limit:65536," in config and "large_round:4194304" in config
-    assert "sim_capacity:1073741824" in config
+    assert "model_capacity:1073741824" in config
 
 
 def test_policy_spec_without_commas_needs_no_brackets(lib):
-    config, _ = config_of("device:sim,policy:basic:expandable_large:true")
+    config, _ = config_of("device:model,policy:basic:expandable_large:true")
     assert "expandable_large:true" in config
 
 
@@ -69,7 +69,7 @@ def test_defaults_and_round_trip(lib):
     assert "strict:false" in config
     again, _ = config_of(config)  # pasted back unchanged
     assert again == config
-    with_trace, _ = config_of("device:sim,trace:[/tmp/a,b/t.%p.txt]")
+    with_trace, _ = config_of("device:model,trace:[/tmp/a,b/t.%p.txt]")
     assert with_trace.endswith("trace:[/tmp/a,b/t.%p.txt]")
     assert config_of(with_trace)[0] == with_trace
 
@@ -79,22 +79,22 @@ def test_the_configured_policy_and_capacity_are_used(lib):
 p = lib.phasealloc_try_malloc(100 * 1024, 0, None)  # above small_limit: the large pool
 s = stats(0)
 print(s["allocated_bytes.large_pool.current"], s["phasealloc"]["capacity_bytes"])
-""", conf="device:sim,policy:[basic:small_limit:64KiB,large_round:4MiB],sim_capacity:1GiB")
+""", conf="device:model,policy:[basic:small_limit:64KiB,large_round:4MiB],model_capacity:1GiB")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(100 * 1024), str(1 << 30)]
 
 
 def test_configure_before_first_use_wins_over_the_environment(lib):
     out = run_python(CTYPES_PRELUDE + """
-assert lib.phasealloc_configure(b"device:sim,colour:red") == -1
+assert lib.phasealloc_configure(b"device:model,colour:red") == -1
 print(err())
-assert lib.phasealloc_configure(b"device:sim,sim_capacity:2GiB") == 0
+assert lib.phasealloc_configure(b"device:model,model_capacity:2GiB") == 0
 print(lib.phasealloc_config().decode())
-""", conf="device:sim,sim_capacity:8GiB")
+""", conf="device:model,model_capacity:8GiB")
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.strip().splitlines()
     assert "unknown key 'colour'" in first
-    assert "sim_capacity:%d" % (2 << 30) in second
+    assert "model_capacity:%d" % (2 << 30) in second
 
 
 def test_a_bad_configuration_fails_allocations_with_its_error_and_does_not_crash(lib):
@@ -103,23 +103,23 @@ assert lib.phasealloc_try_malloc(1024, 0, None) is None
 print(err())
 assert lib.phasealloc_phase_begin(b"generation") == 0  # phases work without engines
 print(lib.phasealloc_stats_json(0).decode()[:1])
-""", conf="device:sim,colour:red")
+""", conf="device:model,colour:red")
     assert out.returncode == 0, out.stderr
     assert "no engine for device 0" in out.stdout and "unknown key 'colour'" in out.stdout
 
 
 def test_a_nan_memory_fraction_fails_try_malloc_with_its_key_and_the_process_lives(lib):
-    # Issue 17: the NaN used to reach the engine, which aborted the host process.
+    # The NaN used to reach the engine, which aborted the host process.
     out = run_python(CTYPES_PRELUDE + """
 assert lib.phasealloc_try_malloc(70 << 30, 0, None) is None
 print(err())
-""", conf="device:sim,policy:[phasealloc:memory_fraction:nan]")
+""", conf="device:model,policy:[phasealloc:memory_fraction:nan]")
     assert out.returncode == 0, out.stderr
     assert "bad value for 'memory_fraction': \"nan\" is not a finite number" in out.stdout
 
 
 def test_a_memory_fraction_below_one_byte_of_the_device_is_a_limit_not_no_limit(lib):
-    # Issue 17: 1e-11 of a 64 GiB device rounded to 0 = "no limit" and a 60 GiB allocation succeeded.
+    # 1e-11 of a 64 GiB device rounded to 0 = "no limit" and a 60 GiB allocation succeeded.
     out = run_python(CTYPES_PRELUDE + """
 assert lib.phasealloc_try_malloc(60 << 30, 0, None) is None
 print(err().splitlines()[0])
@@ -128,7 +128,7 @@ lib.phasealloc_memory_fraction(ctypes.c_double(1e-12), 0)  # PyTorch accepts it:
 print(err() == "")
 assert lib.phasealloc_try_malloc(512, 0, None) is None
 print(err().splitlines()[0])
-""", conf="device:sim,sim_capacity:64GiB,sim_virtual_memory:true,policy:[phasealloc:memory_fraction:1e-11]")
+""", conf="device:model,model_capacity:64GiB,model_virtual_memory:true,policy:[phasealloc:memory_fraction:1e-11]")
     assert out.returncode == 0, out.stderr
     first, second, third = out.stdout.strip().splitlines()[:3]
     assert "out of memory" in first and "limit 1 B" in first

@@ -1,5 +1,5 @@
 """The host buffer pool for offload copies: phasealloc_host_alloc / _free / _trim through ctypes, the
-"host" stats object, the host_budget key, and the package's phasealloc.offload (sim device).
+"host" stats object, the host_budget key, and the package's phasealloc.offload (model device).
 
 In this process the budget is the default (2 GiB; conftest.MAIN_CONF names none) and requests stay
 small; tests that need another budget or strict mode run a subprocess.
@@ -62,7 +62,7 @@ def test_a_freed_buffer_is_reused_for_the_next_request(lib):
     before = host_of(lib, device)
     p = lib.phasealloc_host_alloc(64 * KIB, device)
     assert p
-    assert lib.phasealloc_host_free(p, device, 0x100) == 0  # the sim's events complete at once
+    assert lib.phasealloc_host_free(p, device, 0x100) == 0  # the model device's events complete at once
     q = lib.phasealloc_host_alloc(64 * KIB - 10, device)
     assert q == p
     after = host_of(lib, device)
@@ -207,7 +207,7 @@ for p in held:
     assert lib.phasealloc_host_free(p, 0, COPY_STREAM) == 0
 print("SEEN", len(seen))
 print("HOST", json.dumps(stats(0)["host"]))
-""", conf="device:sim,host_budget:3MiB")
+""", conf="device:model,host_budget:3MiB")
     lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
     assert lines["SEEN"] == "3"
     host = json.loads(lines["HOST"])
@@ -234,7 +234,7 @@ d = lib.phasealloc_host_alloc(8 * KIB, 0)   # b and c are active: 100 KiB left i
 print("D", d is None)
 print("ERR", err())
 print("HOST", json.dumps(stats(0)["host"]))
-""", conf="device:sim,host_budget:100KiB")
+""", conf="device:model,host_budget:100KiB")
     lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
     assert lines["C"] == "True" and lines["D"] == "True"
     assert "%d-byte budget" % (100 * KIB) in lines["ERR"] and "2 active buffers" in lines["ERR"]
@@ -253,7 +253,7 @@ p = lib.phasealloc_try_malloc(4096, 0, None)  # the GPU side works as before
 print("DEVICE", bool(p))
 print("HOST", json.dumps(stats(0)["host"]))
 print("CONFIG", lib.phasealloc_config().decode())
-""", conf="device:sim,host_budget:0")
+""", conf="device:model,host_budget:0")
     lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
     assert lines["ALLOC"] == "None"
     assert "disabled" in lines["ERR"] and "host_budget:0" in lines["ERR"]
@@ -267,13 +267,13 @@ def test_host_budget_is_spelled_out_and_round_trips():
     out = run_ok("""
 print(lib.phasealloc_config().decode())
 print(stats(5)["host"]["budget_bytes"])
-""", conf="device:sim,host_budget:512MiB")
+""", conf="device:model,host_budget:512MiB")
     config, budget = out.stdout.strip().splitlines()
     assert "host_budget:%d" % (512 * MIB) in config.split(",")
     assert budget == str(512 * MIB)
     again = run_ok("print(lib.phasealloc_config().decode())", conf=config)
     assert again.stdout.strip() == config
-    default = run_ok("print(lib.phasealloc_config().decode())", conf="device:sim")
+    default = run_ok("print(lib.phasealloc_config().decode())", conf="device:model")
     assert "host_budget:%d" % DEFAULT_BUDGET in default.stdout.strip().split(",")
 
 
@@ -281,7 +281,7 @@ def test_a_bad_host_budget_fails_host_alloc_with_the_key_named():
     out = run_ok("""
 print(lib.phasealloc_host_alloc(4096, 0))
 print(err())
-""", conf="device:sim,host_budget:plenty")
+""", conf="device:model,host_budget:plenty")
     first, error = out.stdout.strip().splitlines()
     assert first == "None"
     assert "'host_budget'" in error and "\"plenty\" is not a byte size" in error
@@ -294,7 +294,7 @@ assert lib.phasealloc_host_free(p, 0, None) == 0
 sys.stdout.write("before\\n"); sys.stdout.flush()
 lib.phasealloc_host_free(p, 0, None)
 print("survived")
-""", conf="device:sim,strict:true")
+""", conf="device:model,strict:true")
     assert out.returncode != 0
     assert "before" in out.stdout and "survived" not in out.stdout
     assert "double free" in out.stderr and "strict" in out.stderr
@@ -414,7 +414,7 @@ try:
 except phasealloc.PhaseallocError as e:
     print("AFTER", e)
 print("TORCH OK")
-""", conf="device:sim")
+""", conf="device:model")
     assert out.returncode == 0, out.stdout + out.stderr
     if "NO TORCH" in out.stdout:
         pytest.skip("torch is not importable: host_buffer.tensor() needs it")

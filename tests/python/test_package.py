@@ -14,8 +14,8 @@ DEVICE = DEVICES["package"]
 MIB = 1 << 20
 _PURGED = ("torch", "transformers", "vllm", "phasealloc")
 
-# enable() warns that the sim device hands out fake addresses: expected here.
-pytestmark = pytest.mark.filterwarnings("ignore:phasealloc. device.sim hands torch fake addresses")
+# enable() warns that the model device hands out fake addresses: expected here.
+pytestmark = pytest.mark.filterwarnings("ignore:phasealloc. device.model hands torch fake addresses")
 
 
 def _purge():
@@ -83,13 +83,13 @@ def test_enable_after_cuda_init_warns_and_keeps_the_native_allocator(fresh):
 def test_enable_with_the_configuration_in_force(fresh):
     phasealloc, torch = fresh
     assert phasealloc.enable(conf=MAIN_CONF, library=LIBRARY) is True
-    assert phasealloc.config().startswith("device:sim,")
+    assert phasealloc.config().startswith("device:model,")
 
 
 def test_enable_with_another_configuration_is_refused_once_the_library_read_its_own(fresh):
     phasealloc, torch = fresh
     with pytest.raises(phasealloc.PhaseallocError, match="too late"):
-        phasealloc.enable(conf="device:sim,strict:true", library=LIBRARY)
+        phasealloc.enable(conf="device:model,strict:true", library=LIBRARY)
     assert torch.cuda.memory._current_allocator is None
 
 
@@ -145,7 +145,7 @@ def test_snapshot_functions(enabled, tmp_path):
     assert set(snap) >= {"segments", "device_traces", "allocator_settings"}
     assert any(seg["device"] == DEVICE for seg in snap["segments"])
     assert all(isinstance(seg["segment_pool_id"], tuple) for seg in snap["segments"])
-    assert snap["allocator_settings"]["phasealloc"].startswith("device:sim")
+    assert snap["allocator_settings"]["phasealloc"].startswith("device:model")
     assert torch.cuda.memory_snapshot() == snap["segments"]
     path = tmp_path / "snap.pickle"
     torch.cuda.memory._dump_snapshot(str(path))

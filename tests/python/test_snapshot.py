@@ -68,7 +68,7 @@ MIB = 1 << 20
 a = lib.phasealloc_try_malloc(6 * MIB, 0, None)
 b = lib.phasealloc_try_malloc(10 * MIB, 0, None)
 print(lib.phasealloc_snapshot_json(0).decode())
-""", conf="device:sim,sim_capacity:4GiB,sim_virtual_memory:true,policy:basic:expandable_large:true")
+""", conf="device:model,model_capacity:4GiB,model_virtual_memory:true,policy:basic:expandable_large:true")
     assert out.returncode == 0, out.stderr
     segments = json.loads(out.stdout)
     check_torch_shape(segments)

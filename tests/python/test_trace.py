@@ -66,7 +66,7 @@ print(os.getpid())
 """
     pids = []
     for rank in range(3):
-        out = run_python(code, conf="device:sim,trace:[%s]" % pattern, extra={"RANK": str(rank)})
+        out = run_python(code, conf="device:model,trace:[%s]" % pattern, extra={"RANK": str(rank)})
         assert out.returncode == 0, out.stderr
         pids.append(int(out.stdout.strip()))
     files = sorted(os.listdir(tmp_path))
@@ -86,11 +86,11 @@ with phasealloc.trace(%r):
         lib.phasealloc_free(p, 4096, 0, None)
 print(os.getpid())
 """ % pattern
-    outs = [run_python(code, conf="device:sim") for _ in range(2)]
+    outs = [run_python(code, conf="device:model") for _ in range(2)]
     for out in outs:
         assert out.returncode == 0, out.stderr
         path = tmp_path / ("ctx.%s.txt" % out.stdout.strip())
         lines, events = read_text_trace(path)
         assert [e[1] for e in events].count("alloc") == 1
         assert any('"rollout"' in line for line in lines)
-        assert re.search(r"allocator_settings \".*device:sim", "\n".join(lines))
+        assert re.search(r"allocator_settings \".*device:model", "\n".join(lines))

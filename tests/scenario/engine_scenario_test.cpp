@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/basic_policy.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
@@ -23,7 +23,7 @@ namespace phasealloc {
 namespace {
 
 /// Whether the device has memory behind every byte of [addr, addr+bytes) (granule-aligned query).
-bool mapped(const sim_device& d, device_address addr, std::size_t bytes) {
+bool mapped(const model_device& d, device_address addr, std::size_t bytes) {
   const std::size_t g = d.caps().granularity_bytes;
   const device_address lo = addr / g * g;
   return d.is_mapped(lo, round_up(addr + bytes, g) - lo);
@@ -66,11 +66,11 @@ struct scenario_result {
 };
 
 void run_scenario(const scenario_config& config, std::uint64_t seed, std::size_t ops, scenario_result& out) {
-  sim_config sim;
-  sim.capacity_bytes = 256 * mib;
-  sim.virtual_memory = config.virtual_memory;
-  sim.events_complete_immediately = false;
-  sim_device device(sim);
+  model_device_config device_config;
+  device_config.capacity_bytes = 256 * mib;
+  device_config.virtual_memory = config.virtual_memory;
+  device_config.events_complete_immediately = false;
+  model_device device(device_config);
   std::unique_ptr<policy> owned;
   if (config.policy_spec != nullptr) {
     owned = make_policy(config.policy_spec).value();
@@ -172,7 +172,7 @@ void run_scenario(const scenario_config& config, std::uint64_t seed, std::size_t
       ASSERT_EQ(s.requested_bytes[stat_type::all].current, requested) << "seed " << seed << " op " << i;
       ASSERT_EQ(s.allocation[stat_type::all].current, static_cast<std::int64_t>(live.size()));
       ASSERT_EQ(static_cast<std::size_t>(s.reserved_bytes[stat_type::all].current), device.mapped_bytes());
-      ASSERT_LE(device.mapped_bytes(), sim.capacity_bytes);
+      ASSERT_LE(device.mapped_bytes(), device_config.capacity_bytes);
       ++out.ops;
     }
 
@@ -218,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, EngineScenarioTest,
                                            scenario_config{"vmm_pages", true, false},
                                            scenario_config{"vmm_expandable", true, true},
                                            // The default policy's transition release, reclaim and
-                                           // map-ahead regrowth, at scales the 256 MiB sim reaches.
+                                           // map-ahead regrowth, at scales the 256 MiB model device reaches.
                                            scenario_config{"phasealloc_policy", true, true,
                                                            "phasealloc:release_threshold:0,reclaim_min_run:2MiB"},
                                            scenario_config{"phasealloc_phase_pools", true, true,

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/basic_policy.hpp"
 
@@ -19,7 +19,7 @@ namespace {
 TEST(EngineStressTest, ConcurrentThreadsKeepExactBooks) {
   constexpr int threads = 4;
   constexpr int ops_per_thread = 20'000;
-  sim_device device(sim_config{.capacity_bytes = 4 * gib, .virtual_memory = true});
+  model_device device(model_device_config{.capacity_bytes = 4 * gib, .virtual_memory = true});
   basic_policy policy(basic_policy_options{.expandable_large = true});
   engine e(device, policy, engine_options{.strict = true, .check_invariants = false});
 

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 
@@ -20,11 +20,11 @@ namespace {
 
 struct side {
   side(const std::string& spec, bool virtual_memory, bool defer)
-      : dev(sim_config{.capacity_bytes = 512 * mib, .virtual_memory = virtual_memory,
+      : dev(model_device_config{.capacity_bytes = 512 * mib, .virtual_memory = virtual_memory,
                        .events_complete_immediately = true}),
         pol(make_policy(spec).value()),
         eng(dev, *pol, engine_options{.strict = true, .check_invariants = true, .defer_frees = defer}) {}
-  sim_device dev;
+  model_device dev;
   std::unique_ptr<policy> pol;
   engine eng;
 };

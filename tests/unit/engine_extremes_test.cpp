@@ -1,4 +1,4 @@
-// Property test (issue 17): the engine, under every policy, driven with sizes and memory fractions
+// Property test: the engine, under every policy, driven with sizes and memory fractions
 // at their extremes, answers with values (a block or out of memory) and never aborts; its books
 // stay sound after every operation (check_invariants is on).
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 
@@ -77,7 +77,7 @@ TEST(EngineExtremes, EverySizeUnderEveryPolicyIsABlockOrOutOfMemory) {
     for (const std::string& spec : specs()) {
       SCOPED_TRACE(spec + " on " + std::to_string(capacity) + " bytes");
       std::unique_ptr<policy> pol = policy_for(spec);
-      sim_device dev(sim_config{.capacity_bytes = capacity, .virtual_memory = wants_virtual_memory(*pol)});
+      model_device dev(model_device_config{.capacity_bytes = capacity, .virtual_memory = wants_virtual_memory(*pol)});
       engine eng(dev, *pol, engine_options{.strict = true, .check_invariants = true});
       std::vector<std::pair<device_address, std::size_t>> live;
       for (const std::size_t bytes : extreme_sizes(capacity, rng)) {
@@ -108,7 +108,7 @@ TEST(EngineExtremes, EverySizeUnderEveryPolicyIsABlockOrOutOfMemory) {
 
 TEST(EngineExtremes, ARequestAboveTheCapacityIsOutOfMemoryWithTheRequestInTheReport) {
   std::unique_ptr<policy> pol = policy_for("pytorch");
-  sim_device dev(sim_config{.capacity_bytes = 256 * mib});
+  model_device dev(model_device_config{.capacity_bytes = 256 * mib});
   engine eng(dev, *pol, engine_options{.strict = true, .check_invariants = true});
   auto r = eng.allocate(size_max - 100, 0);
   ASSERT_FALSE(r);
@@ -147,7 +147,7 @@ TEST(EngineExtremes, AFractionThatRoundsToNothingIsALimitOfOneByteNotNoLimit) {
                                  "phasealloc:memory_fraction:2e-11"}) {
     SCOPED_TRACE(spec);
     std::unique_ptr<policy> pol = policy_for(spec);
-    sim_device dev(sim_config{.capacity_bytes = 80 * gib, .virtual_memory = wants_virtual_memory(*pol)});
+    model_device dev(model_device_config{.capacity_bytes = 80 * gib, .virtual_memory = wants_virtual_memory(*pol)});
     engine eng(dev, *pol, engine_options{.strict = true, .check_invariants = true});
     EXPECT_EQ(eng.limit_bytes(), 1u);
     auto r = eng.allocate(70 * gib, 0);

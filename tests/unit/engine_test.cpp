@@ -1,10 +1,10 @@
-// Unit tests of the engine on the sim device with the basic policy.
+// Unit tests of the engine on the model device with the basic policy.
 #include "phasealloc/engine.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/policies/basic_policy.hpp"
 
 namespace phasealloc {
@@ -13,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 /// Whether the device has memory behind every byte of [addr, addr+bytes) (granule-aligned query).
-bool mapped(const sim_device& d, device_address addr, std::size_t bytes) {
+bool mapped(const model_device& d, device_address addr, std::size_t bytes) {
   const std::size_t g = d.caps().granularity_bytes;
   const device_address lo = addr / g * g;
   return d.is_mapped(lo, round_up(addr + bytes, g) - lo);
@@ -40,7 +40,7 @@ struct recording_sink final : trace_sink {
 
 class EngineTest : public ::testing::Test {
  protected:
-  sim_device device_{sim_config{.capacity_bytes = 256 * mib}};
+  model_device device_{model_device_config{.capacity_bytes = 256 * mib}};
   basic_policy policy_;
   engine engine_{device_, policy_, strict_options()};
 
@@ -181,7 +181,7 @@ TEST_F(EngineTest, LimitBytesActsLikeAMemoryFraction) {
 }
 
 TEST_F(EngineTest, DeviceRefusalIsAnOutOfMemoryValueNotACrash) {
-  device_.fail_next(sim_call::reserve, errc::device_refused);
+  device_.fail_next(model_device_call::reserve, errc::device_refused);
   auto r = engine_.allocate(4 * mib, 0);
   // The first reserve fails; the OOM plan's retry succeeds.
   ASSERT_TRUE(r.has_value());
@@ -189,7 +189,7 @@ TEST_F(EngineTest, DeviceRefusalIsAnOutOfMemoryValueNotACrash) {
 }
 
 TEST_F(EngineTest, CrossStreamFreeWaitsForTheOtherStreamsEvents) {
-  sim_device dev(sim_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
+  model_device dev(model_device_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
   engine e(dev, policy_, strict_options());
   const device_address a = e.allocate(4 * mib, 1).value();
   EXPECT_EQ(e.record_stream(a, 2), errc::ok);
@@ -208,7 +208,7 @@ TEST_F(EngineTest, CrossStreamFreeWaitsForTheOtherStreamsEvents) {
 }
 
 TEST_F(EngineTest, EmptyCacheWaitsForPendingFrees) {
-  sim_device dev(sim_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
+  model_device dev(model_device_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
   engine e(dev, policy_, strict_options());
   const device_address a = e.allocate(4 * mib, 1).value();
   EXPECT_EQ(e.record_stream(a, 3), errc::ok);
@@ -221,7 +221,7 @@ TEST_F(EngineTest, EmptyCacheWaitsForPendingFrees) {
 
 TEST_F(EngineTest, HeldDeviceCallsFreeNothingAndWaitOnNoEvent) {
   // A CUDA graph capture is under way: empty_cache, out-of-memory releases and event polling wait.
-  sim_device dev(sim_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
+  model_device dev(model_device_config{.capacity_bytes = 256 * mib, .events_complete_immediately = false});
   engine e(dev, policy_, strict_options());
   const device_address a = e.allocate(4 * mib, 1).value();
   EXPECT_EQ(e.record_stream(a, 3), errc::ok);
@@ -384,7 +384,7 @@ TEST_F(EngineDeathTest, StrictModeAbortsWithTheEvidence) {
 
 class EngineVmmTest : public ::testing::Test {
  protected:
-  sim_device device_{sim_config{.capacity_bytes = 256 * mib, .virtual_memory = true}};
+  model_device device_{model_device_config{.capacity_bytes = 256 * mib, .virtual_memory = true}};
   basic_policy policy_{basic_policy_options{.expandable_large = true}};
   engine engine_{device_, policy_, strict_options()};
 };
@@ -426,7 +426,7 @@ TEST_F(EngineVmmTest, PageReleaseReturnsHolesBetweenLiveBlocks) {
 // also where a segment whose pages were unmapped earlier is released (its segment_free names the
 // whole segment, more than it gives back).
 TEST(EngineEventsTest, EverySegmentEventCarriesTheReservedBytesAfterIt) {
-  sim_device device(sim_config{.capacity_bytes = 256 * mib, .virtual_memory = true});
+  model_device device(model_device_config{.capacity_bytes = 256 * mib, .virtual_memory = true});
   basic_policy policy(basic_policy_options{.large_round_bytes = 16 * mib});  // whole segments, pages unmappable
   engine e(device, policy, strict_options());
   recording_sink sink;
@@ -464,7 +464,7 @@ TEST(EngineEventsTest, EverySegmentEventCarriesTheReservedBytesAfterIt) {
 }
 
 TEST(EngineExpandableFallback, AnExpandablePoolOnAWholeSegmentDeviceUsesSegments) {
-  sim_device device(sim_config{.capacity_bytes = 64 * mib});
+  model_device device(model_device_config{.capacity_bytes = 64 * mib});
   basic_policy policy(basic_policy_options{.expandable_large = true});
   engine e(device, policy, strict_options());
   const device_address a = e.allocate(3 * mib, 0).value();

@@ -1,4 +1,4 @@
-// host_pool on sim_host_memory and a sim_device whose events complete only when told: reuse
+// host_pool on model_host_memory and a model_device whose events complete only when told: reuse
 // across iterations, the budget, waiting for copies in flight, misuse and host failures.
 #include "phasealloc/host_pool.hpp"
 
@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "phasealloc/devices/sim_device.hpp"
-#include "phasealloc/devices/sim_host_memory.hpp"
+#include "phasealloc/devices/model_device.hpp"
+#include "phasealloc/devices/model_host_memory.hpp"
 
 namespace phasealloc {
 namespace {
@@ -22,12 +22,12 @@ constexpr stream_id copy_stream = 7;
 struct rig {
   explicit rig(std::size_t budget, std::size_t host_capacity = SIZE_MAX)
       : host(host_capacity),
-        gpu(sim_config{.events_complete_immediately = false}),
+        gpu(model_device_config{.events_complete_immediately = false}),
         pool(host, &gpu, host_pool_options{.budget_bytes = budget}) {}
   host_buffer acquire(std::size_t bytes) { return pool.acquire(bytes).value(); }
 
-  sim_host_memory host;
-  sim_device gpu;
+  model_host_memory host;
+  model_device gpu;
   host_pool pool;
 };
 
@@ -161,7 +161,7 @@ TEST(HostPoolTest, AHostThatCannotLockMoreGivesIdleBuffersBackAndRetries) {
   const auto failed = r.pool.acquire(32 * mib);  // over the host's capacity even after the retry
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code, host_pool_errc::host_refused);
-  EXPECT_THAT(failed.error().message, HasSubstr("sim_host"));
+  EXPECT_THAT(failed.error().message, HasSubstr("model_host"));
 }
 
 TEST(HostPoolTest, TrimFreesIdleBuffersOldestFirstAndKeepsPendingOnes) {
@@ -195,8 +195,8 @@ TEST(HostPoolTest, ResetsPeaksAndAccumulatedCounts) {
 }
 
 TEST(HostPoolTest, DestructionWaitsForCopiesAndFreesEverything) {
-  sim_host_memory host;
-  sim_device gpu(sim_config{.events_complete_immediately = false});
+  model_host_memory host;
+  model_device gpu(model_device_config{.events_complete_immediately = false});
   {
     host_pool pool(host, &gpu, host_pool_options{.budget_bytes = gib});
     const host_buffer a = pool.acquire(mib).value();

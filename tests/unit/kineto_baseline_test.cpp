@@ -1,4 +1,4 @@
-// Issue 15, part 1: a profiler trace as users have it: two GPUs, memory live before the first
+// A profiler trace as users have it: two GPUs, memory live before the first
 // event (a baseline), and Total Reserved recorded beside every event.
 #include <gtest/gtest.h>
 

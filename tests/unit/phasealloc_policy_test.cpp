@@ -1,11 +1,11 @@
-// The phasealloc policy on the engine and a virtual-memory sim device: one scenario per feature,
+// The phasealloc policy on the engine and a virtual-memory model device: one scenario per feature,
 // each built so that it needs that feature, compared with the feature turned off.
 #include "phasealloc/policies/phasealloc_policy.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 
@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 struct rig {
   explicit rig(std::string_view spec, std::size_t capacity = 4 * gib)
-      : device(sim_config{.capacity_bytes = capacity, .virtual_memory = true}),
+      : device(model_device_config{.capacity_bytes = capacity, .virtual_memory = true}),
         pol(make_policy(spec).value()),
         eng(device, *pol, engine_options{.strict = true, .check_invariants = true}) {}
   device_address alloc(std::size_t bytes, std::uint32_t tag = 0) { return eng.allocate(bytes, 0, tag).value(); }
@@ -24,7 +24,7 @@ struct rig {
   std::size_t peak_reserved() const { return static_cast<std::size_t>(eng.stats().reserved_bytes[stat_type::all].peak); }
   std::size_t reserved() const { return eng.levels().reserved_bytes; }
 
-  sim_device device;
+  model_device device;
   std::unique_ptr<policy> pol;
   engine eng;
 };

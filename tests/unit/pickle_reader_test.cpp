@@ -4,7 +4,7 @@
 #include <string>
 
 #include "phasealloc/import/pickle_reader.hpp"
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 
 namespace phasealloc {
 namespace {

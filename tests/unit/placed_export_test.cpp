@@ -15,7 +15,7 @@
 #include "phasealloc/export/placed_replay.hpp"
 #include "phasealloc/export/torch_trace_recorder.hpp"
 #include "phasealloc/import/pickle_reader.hpp"
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/trace/trace_file.hpp"
 #include "trace_test_support.hpp"

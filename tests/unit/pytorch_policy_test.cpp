@@ -1,4 +1,4 @@
-// Tests of the `pytorch` policy on the engine and the sim device: every expected number below is
+// Tests of the `pytorch` policy on the engine and the model device: every expected number below is
 // what PyTorch's native CUDACachingAllocator does for the same calls (worked out by hand from
 // c10/cuda/CUDACachingAllocator.cpp; the comments show the arithmetic).
 #include "phasealloc/policies/pytorch_policy.hpp"
@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 
@@ -29,11 +29,11 @@ std::string conf_error(std::string_view conf) {
   return o ? std::string() : o.error();
 }
 
-/// A sim device, the policy built from `conf`, and a strict engine over both.
+/// A model device, the policy built from `conf`, and a strict engine over both.
 class rig {
  public:
   explicit rig(std::string_view conf, std::size_t capacity_bytes = gib, bool virtual_memory = false)
-      : device_(sim_config{.capacity_bytes = capacity_bytes, .virtual_memory = virtual_memory}),
+      : device_(model_device_config{.capacity_bytes = capacity_bytes, .virtual_memory = virtual_memory}),
         policy_(must_parse(conf)),
         engine_(device_, policy_, engine_options{.strict = true, .check_invariants = true}) {}
 
@@ -51,7 +51,7 @@ class rig {
   }
   std::size_t segments() const { return static_cast<std::size_t>(engine_.stats().segment[stat_type::all].current); }
   /// Sizes of the segments that hold no allocated block (cached), oldest first: highest address
-  /// first, as the sim places each new segment below the older ones (sim_device.hpp) and these
+  /// first, as the model device places each new segment below the older ones (model_device.hpp) and these
   /// tests never free one before making another.
   std::vector<std::size_t> cached_segments() const {
     std::vector<std::size_t> out;
@@ -62,7 +62,7 @@ class rig {
     return out;
   }
 
-  sim_device device_;
+  model_device device_;
   pytorch_policy policy_;
   engine engine_;
 };
@@ -137,7 +137,7 @@ TEST(PytorchPolicyTest, LargeBlocksSplitOnlyWhenMoreThanOneMiBRemains) {
   }
 }
 
-// Three 20 MiB segments, each [9 MiB, 9 MiB, 2 MiB free]; the sim places each below the last.
+// Three 20 MiB segments, each [9 MiB, 9 MiB, 2 MiB free]; the model device places each below the last.
 // A 1.5 MiB request fits any 2 MiB tail unsplit (0.5 MiB would remain). torch 2.15 takes the
 // oldest segment's tail (highest address here), torch 2.11 the lowest address (the newest
 // segment's): both measured with the same calls on simcuda.

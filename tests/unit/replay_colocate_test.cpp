@@ -1,4 +1,4 @@
-// Issue 15, part 4: colocated processes on one simulated GPU. The actor (tests/data/colocate/
+// Colocated processes on one simulated GPU. The actor (tests/data/colocate/
 // actor.txt) holds 2 GiB of weights and trains with 6 GiB of activations at t=20 and t=100; the
 // rollout engine (rollout.txt) holds 2 GiB and generates with 6 GiB at t=60, while the actor is
 // idle. On one 11 GiB device:
@@ -66,7 +66,7 @@ TEST_F(ReplayColocateTest, PytorchCacheOfTheActorStarvesTheRolloutEngine) {
   auto r = replay_colocated(traces, "pytorch", at_capacity(11 * gib));
   ASSERT_TRUE(r.has_value()) << r.error();
   const colocated_result& x = r.value();
-  EXPECT_EQ(x.device, "sim (whole segments)");
+  EXPECT_EQ(x.device, "model (whole segments)");
   EXPECT_EQ(x.events, 21u);
   ASSERT_EQ(x.processes.size(), 2u);
   EXPECT_EQ(x.processes[0].peak_reserved_bytes, eight_gib);
@@ -96,7 +96,7 @@ TEST_F(ReplayColocateTest, PhaseallocReleasesAtTransitionsAndBothFit) {
   auto r = replay_colocated(traces, "phasealloc", at_capacity(11 * gib));
   ASSERT_TRUE(r.has_value()) << r.error();
   const colocated_result& x = r.value();
-  EXPECT_EQ(x.device, "sim (virtual memory)");
+  EXPECT_EQ(x.device, "model (virtual memory)");
   ASSERT_EQ(x.processes.size(), 2u);
   EXPECT_EQ(x.ooms, 0);
   EXPECT_FALSE(x.first_oom.has_value());

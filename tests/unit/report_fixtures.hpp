@@ -55,7 +55,7 @@ inline report_input make_synthetic_report(const synthetic_options& o = {}) {
     const bool oom_policy = o.add_oom_policy && pi + 1 == policies.size();
     replay_result r;
     r.policy = policies[pi];
-    r.device = pi % 3 == 2 ? "sim (virtual memory)" : "sim (whole segments)";
+    r.device = pi % 3 == 2 ? "model (virtual memory)" : "model (whole segments)";
     r.capacity_bytes = in.capacity_bytes;
     r.events = o.events;
     std::map<std::string, phase_stats> by_name;

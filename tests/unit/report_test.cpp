@@ -120,7 +120,7 @@ report_testing::synthetic_options small() {
 replay_result hand_result(std::string policy, std::size_t reserved_gib, std::size_t allocated_gib) {
   replay_result r;
   r.policy = std::move(policy);
-  r.device = "sim (whole segments)";
+  r.device = "model (whole segments)";
   r.capacity_bytes = 80 * gib;
   r.events = 4;
   r.peak_reserved_bytes = reserved_gib * gib;

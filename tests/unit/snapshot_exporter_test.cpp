@@ -6,7 +6,7 @@
 #include <map>
 
 #include "phasealloc/import/pickle_reader.hpp"
-#include "phasealloc/import/snapshot_exporter.hpp"
+#include "phasealloc/export/snapshot_exporter.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 #include "trace_test_support.hpp"

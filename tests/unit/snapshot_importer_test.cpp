@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/trace/trace_binary.hpp"
 #include "phasealloc/trace/trace_summary.hpp"

@@ -1,9 +1,9 @@
-// Issue 15, part 2: a snapshot that does not start from an empty allocator seeds the `pytorch`
+// A snapshot that does not start from an empty allocator seeds the `pytorch`
 // model with the segments and blocks it recorded (mid-run and state-only snapshots), and bad
 // layouts are errors naming the block.
 #include <gtest/gtest.h>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_summary.hpp"

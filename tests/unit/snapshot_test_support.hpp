@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 
 namespace phasealloc::testing {
 

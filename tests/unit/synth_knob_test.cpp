@@ -1,4 +1,4 @@
-// The job knobs that describe how real RLHF code differs from DeepSpeed-Chat's (issue 14, part 4):
+// The job knobs that describe how real RLHF code differs from DeepSpeed-Chat's:
 // each moves the phase it should, in the direction it should.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@ namespace {
 using ::testing::HasSubstr;
 using namespace synth_test;
 
-// The knobs that describe how rlhf_job.py-style code differs from DeepSpeed-Chat's (issue 14,
-// part 4): each moves the phase it should, in the direction it should.
+// The knobs that describe how rlhf_job.py-style code differs from DeepSpeed-Chat's: each moves the
+// phase it should, in the direction it should.
 constexpr std::string_view knob_job =
     "preset:ppo-125m,iterations:1,batch:4,generation_batch:4,prompt_len:64,gen_len:32,micro_batch:4,"
     "mini_batch:4,inference_micro_batch:4,models.layers:2,master_weights:false";

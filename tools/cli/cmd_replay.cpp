@@ -14,26 +14,13 @@
 #include "phasealloc/conf.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
 #include "progress_bar.hpp"
+#include "replay_command.hpp"
 #include "replay_output.hpp"
 #include "torch_engine.hpp"
 #include "trace_input.hpp"
 
 namespace phasealloc::cli {
 namespace {
-
-struct replay_args {
-  std::string source;
-  std::vector<std::string> policies;
-  std::string capacity = "80GiB";
-  std::string device = "auto";
-  bool json = false;
-  std::string html;
-  bool check = false;
-  bool quiet = false;
-  bool no_validate = false;
-  std::string engine = "model";
-  std::vector<std::string> colocate;  ///< replay --colocate: the processes' traces
-};
 
 /// Where the model's and PyTorch's segment events first differ ("" when they do not).
 std::string first_divergence(const std::vector<segment_step>& model, const std::vector<segment_step>& torch,
@@ -54,20 +41,20 @@ std::string first_divergence(const std::vector<segment_step>& model, const std::
                      describe(model), describe(torch), model.size(), torch.size());
 }
 
-/// --device N: the recorded device to import (the keywords name the simulated device kind).
-trace_input_options input_options(const std::string& device) {
+/// --recorded-gpu N: the recorded GPU to import.
+trace_input_options input_options(const std::optional<std::uint32_t>& gpu) {
   trace_input_options options;
-  if (!device.empty() && device.find_first_not_of("0123456789") == std::string::npos) {
-    options.device = static_cast<std::uint32_t>(std::stoul(device));
-  }
+  options.device = gpu;
   return options;
 }
+
+}  // namespace
 
 void run_replay(const replay_args& a, const std::string& invocation) {
   const std::size_t capacity_bytes = parse_capacity(a.capacity);
   const std::optional<std::size_t> capacity = capacity_bytes;
   trace_summary summary;
-  auto loaded = load_valid_trace(a.source, !a.no_validate, input_options(a.device), &summary);
+  auto loaded = load_valid_trace(a.source, !a.no_validate, input_options(a.recorded_gpu), &summary);
   if (!loaded) throw command_error(loaded.error());
   const trace& t = loaded.value();
 
@@ -137,6 +124,8 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   }
 }
 
+namespace {
+
 /// replay --colocate: every trace on one simulated device, per policy.
 void run_colocated(const replay_args& a) {
   if (!a.source.empty()) {
@@ -157,7 +146,7 @@ void run_colocated(const replay_args& a) {
   report.capacity_bytes = capacity_bytes;
   for (std::size_t p = 0; p < a.colocate.size(); ++p) {
     trace_summary summary;
-    auto loaded = load_valid_trace(a.colocate[p], !a.no_validate, input_options(a.device), &summary);
+    auto loaded = load_valid_trace(a.colocate[p], !a.no_validate, input_options(a.recorded_gpu), &summary);
     if (!loaded) {
       throw command_error(fmt::format("replay --colocate: trace {} of {} ('{}'): {}", p + 1, a.colocate.size(),
                                       a.colocate[p], loaded.error()));
@@ -198,17 +187,19 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
       ->required();
   cmd->add_option("-c,--capacity", args.capacity, "simulated device capacity")->capture_default_str();
   cmd->add_option("--device", args.device,
-                  "N: the recorded GPU to replay (a snapshot's or profiler trace's device index; default: the "
-                  "snapshot's first device with history, the profiler trace's device with the most memory events); "
-                  "auto, segments or vmm: the simulated device kind (auto: by policy; segments: cudaMalloc; vmm)")
+                  "the model device the replay runs on: auto (by policy: virtual memory when a pool is "
+                  "expandable), segments (cudaMalloc-like) or vmm (cuMem virtual memory)")
+      ->check(CLI::IsMember({"auto", "segments", "vmm"}))
+      ->capture_default_str();
+  cmd->add_option("--recorded-gpu", args.recorded_gpu,
+                  "the recorded GPU to replay: a snapshot's or profiler trace's device index (default: the "
+                  "snapshot's first device with history, the profiler trace's device with the most memory events)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            if (v == "auto" || v == "segments" || v == "vmm") return {};
             if (!v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos) return {};
-            return "expected auto, segments, vmm or a GPU index (0, 1, ...), not '" + v + "'";
+            return "expected a GPU index (0, 1, ...), not '" + v + "'";
           },
-          "auto|segments|vmm|N"))
-      ->capture_default_str();
+          "N"));
   cmd->add_flag("--check", args.check, "run the engine's invariant checker after every event (slow)");
   cmd->add_flag("-q,--quiet", args.quiet, "no progress bar");
   cmd->add_flag("--no-validate", args.no_validate,
@@ -246,12 +237,6 @@ void add_replay_command(CLI::App& app) {
     if (args->source.empty()) throw command_error("replay: a trace is required (TRACE, or --colocate TRACE TRACE ...)");
     run_replay(*args, command_line("replay", *args));
   });
-
-  auto report = std::make_shared<replay_args>();
-  CLI::App* rep = app.add_subcommand("report", "Replay a trace against policies and write a self-contained HTML report");
-  add_replay_options(rep, *report);
-  rep->add_option("-o,--output", report->html, "the HTML file to write")->required();
-  rep->callback([report] { run_replay(*report, command_line("report", *report)); });
 }
 
 }  // namespace phasealloc::cli

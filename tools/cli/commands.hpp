@@ -1,4 +1,4 @@
-// The `phasealloc` subcommands; each file adds one to the app.
+// The `phasealloc` subcommands; each cmd_<name>.cpp adds the one of its name to the app.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -6,9 +6,11 @@
 namespace phasealloc::cli {
 
 void add_replay_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
-void add_convert_commands(CLI::App& app);  // convert, export
+void add_convert_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_policies_command(CLI::App& app);
 void add_dryrun_command(CLI::App& app);

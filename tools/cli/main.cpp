@@ -9,9 +9,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "phasealloc 0.1.0");
   phasealloc::cli::add_replay_command(app);
+  phasealloc::cli::add_report_command(app);
   phasealloc::cli::add_sweep_command(app);
   phasealloc::cli::add_inspect_command(app);
-  phasealloc::cli::add_convert_commands(app);
+  phasealloc::cli::add_convert_command(app);
+  phasealloc::cli::add_export_command(app);
   phasealloc::cli::add_synth_command(app);
   phasealloc::cli::add_policies_command(app);
   phasealloc::cli::add_dryrun_command(app);

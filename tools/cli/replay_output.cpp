@@ -58,8 +58,8 @@ std::vector<std::string> input_notes(const trace& t) {
   if (const std::string* device = find_property(t.meta, "kineto.device_id")) {
     const std::string* choice = find_property(t.meta, "kineto.device_choice");
     const std::string* devices = find_property(t.meta, "kineto.devices");
-    notes.push_back(fmt::format("profiler trace: CUDA device {} ({}; memory events per device {}; --device N picks "
-                                "another)",
+    notes.push_back(fmt::format("profiler trace: CUDA device {} ({}; memory events per device {}; --recorded-gpu N "
+                                "picks another)",
                                 *device, choice != nullptr ? *choice : "?", devices != nullptr ? *devices : "?"));
     const std::uint64_t baseline = property_bytes(t, "kineto.baseline_bytes");
     if (baseline > 0) {
@@ -77,8 +77,9 @@ std::string render_fidelity_text(const replay_report& r) {
   std::string out;
   for (const replay_result& x : r.results) {
     const recorded_comparison& c = x.recorded;
-    // Only PyTorch's model is meant to follow the recording; the others' gaps are their savings.
-    if (r.recorded_source.empty() || !c.available || !x.policy.starts_with("pytorch")) continue;
+    // Only a model of the recording allocator is meant to follow the recording; the others' gaps
+    // are their savings.
+    if (r.recorded_source.empty() || !c.available || !x.models_recording) continue;
     if (out.empty()) {
       out = fmt::format("\nrecorded ({}): peak reserved {}, at the end {}\n", r.recorded_source,
                         format_bytes(c.recorded_peak_reserved_bytes), format_bytes(c.recorded_final_reserved_bytes));

@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "launcher.hpp"
 #include "phasealloc/conf.hpp"
+#include "phasealloc/policies/policy_registry.hpp"
 #include "phasealloc/trace/trace_text.hpp"
 
 namespace phasealloc::cli {
@@ -26,8 +27,8 @@ constexpr std::string_view block_order_key = "block_order";
 
 /// pytorch[:KEYS] -> KEYS.
 std::string policy_keys(const std::string& spec) {
-  if (spec == "pytorch") return "";
-  if (spec.rfind("pytorch:", 0) == 0) return spec.substr(8);
+  const policy_spec_parts parts = split_policy_spec(spec);
+  if (parts.name == "pytorch") return std::string(parts.conf);
   throw command_error(fmt::format(
       "--engine torch replays through PyTorch's own allocator: the policy must be pytorch[:KEYS], not \"{}\"", spec));
 }
@@ -112,6 +113,7 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
   replay_result& r = out.result;
   r.policy = policy_spec + " (torch " + j.value("torch_version", std::string("?")) + ")";
   r.device = "simcuda (PyTorch's allocator)";
+  r.models_recording = true;  // PyTorch's own allocator
   r.capacity_bytes = capacity_bytes;
   r.events = static_cast<std::size_t>(get_int(j, "events"));
   r.peak_reserved_bytes = static_cast<std::size_t>(get_int(j, "peak_reserved_bytes"));
@@ -153,7 +155,8 @@ std::string spec_for_block_order(const std::string& policy_spec, const std::stri
   for (const conf_entry& e : policy_entries(policy_spec)) {
     if (e.key == block_order_key) return policy_spec;
   }
-  return fmt::format("{}{}{}:{}", policy_spec, policy_spec == "pytorch" ? ":" : ",", block_order_key, block_order);
+  return fmt::format("{}{}{}:{}", policy_spec, policy_keys(policy_spec).empty() ? ":" : ",", block_order_key,
+                     block_order);
 }
 
 std::vector<segment_step> model_segments(const replay_result& r) {

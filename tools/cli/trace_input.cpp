@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
-#include "file_bytes.hpp"
 #include "phasealloc/import/kineto_importer.hpp"
 #include "phasealloc/import/rmm_log_importer.hpp"
 #include "phasealloc/import/snapshot_importer.hpp"
 #include "phasealloc/synth/synth.hpp"
+#include "phasealloc/trace/file_bytes.hpp"
 #include "phasealloc/trace/trace_file.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
@@ -111,9 +111,9 @@ result<trace, std::string> load_any_trace(std::string_view source, std::string* 
   if (std::string what = not_a_regular_file(name); !what.empty()) {
     return fmt::format("cannot read '{}': {}", name, what);
   }
-  file_bytes file;
-  if (std::string error = file.load(name); !error.empty()) return error;
-  std::string_view bytes = file.view();
+  const auto file = read_file_bytes(name);
+  if (!file) return fmt::format("cannot read '{}': {}", name, file.error().found);
+  std::string_view bytes = file.value();
   if (bytes.empty()) return fmt::format("'{}' is empty (0 bytes): there is no trace in it", name);
 
   // PyTorch's profiler writes .json.gz; any input may come gzipped. The kind is sniffed from the

@@ -2,7 +2,7 @@
 //
 // Every primitive is noexcept and returns errors as values; errc::ok is success. The engine is
 // the only caller and serialises its calls under its own lock, so a device need not be
-// thread-safe unless it is shared between engines (the sim and CUDA devices are, for counters).
+// thread-safe unless it is shared between engines (the model device and CUDA devices are, for counters).
 //
 // Address space and memory are separate steps, as in mimalloc's prim.h and CUDA's VMM API:
 //
@@ -47,7 +47,7 @@ class device {
  public:
   virtual ~device() = default;
 
-  /// A short name for reports: "sim", "cuda_runtime", "cuda_vmm".
+  /// A short name for reports: "model", "cuda_runtime", "cuda_vmm".
   virtual std::string_view name() const noexcept = 0;
   virtual const device_caps& caps() const noexcept = 0;
 

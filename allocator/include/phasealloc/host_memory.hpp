@@ -19,7 +19,7 @@ namespace phasealloc {
 class host_memory {
  public:
   virtual ~host_memory() = default;
-  /// A short name for reports: "sim_host", "cuda_host".
+  /// A short name for reports: "model_host", "cuda_host".
   virtual std::string_view name() const noexcept = 0;
   virtual result<void*> allocate(std::size_t bytes) noexcept = 0;
   virtual errc free(void* ptr, std::size_t bytes) noexcept = 0;

@@ -19,6 +19,31 @@
 
 namespace phasealloc {
 
+/// How an expandable pool grows. The engine has one growth path (engine_grow.cpp); these are the
+/// decisions along it that a policy makes. The defaults are the engine's own choices.
+struct growth_rules {
+  /// Which free block best fit takes when growth is possible: off, the smallest that fits. On, a
+  /// free block followed by unmapped pages of its reservation ranks by its size plus theirs (it
+  /// can grow in place), and the search walks on from the smallest fit to the next larger block
+  /// while that one ranks smaller. Costs host time: the pool keeps every free block in its ordered
+  /// index (no exact-size bins) and a free merges at once (no deferred merge).
+  bool rank_with_unmapped_tail = false;
+  /// Where growth finds room. Off: an unmapped run together with the free block just before it,
+  /// unless that block alone holds the request (best fit's may_use refused it; growing into it
+  /// would hand it out anyway). On: the run, the free block before it, and the chain of free and
+  /// unmapped blocks after it, the block before it counted even when it holds the request alone;
+  /// the chain's runs are mapped in address order until the merged block holds the request.
+  bool grow_through_chain = false;
+  /// When no reservation of the pool and stream has room. Off: a new reservation is made only for
+  /// the first one, or as the last resort once the on_oom plan failed (live blocks sit in the
+  /// holes). On: one is made at once, before any release step.
+  bool reserve_at_once = false;
+  /// What the memory limit is checked against. Off: the pages each map adds (a map-ahead that
+  /// would pass the limit maps only what is needed). On: once per growth, segment_bytes(pool,
+  /// rounded), whatever is mapped then (mapped bytes may pass the limit by part of a page).
+  bool limit_by_segment_bytes = false;
+};
+
 /// What the engine needs to know about one pool.
 struct pool_traits {
   std::string name;           ///< "small", "large", "kv", ...: appears in stats and reports.
@@ -29,23 +54,13 @@ struct pool_traits {
   bool pinned = false;        ///< Memory of this pool is never returned by transition releases.
   std::size_t grow_bytes = 0; ///< Expandable pools: map at least this much per growth (fewer
                               ///< device calls, at most this much mapped ahead; 0 = one page).
-  /// Expandable pools follow PyTorch's expandable segments where they differ from the engine's
-  /// default (which grows only from the free block just before an unmapped run, checks a memory
-  /// limit against the pages it maps, and keeps one reservation per stream):
-  ///  - best fit ranks a free block followed by unmapped pages by its size plus theirs, and walks
-  ///    on from the smallest fit to the next larger block while that one ranks smaller
-  ///    (get_free_block);
-  ///  - growth starts at the lowest unmapped run from which a chain of free and unmapped blocks
-  ///    holds the request, mapping the chain's runs until the merged block does; with none, a new
-  ///    reservation (find_expandable_block, try_allocate_expandable_block);
-  ///  - the memory limit is checked once per growth against segment_bytes(pool, rounded)
-  ///    (alloc_block checks get_allocation_size, so mapped bytes may pass it by part of a page).
-  bool torch_expandable = false;
+  /// Expandable pools: the growth decisions (rank_with_unmapped_tail also holds where the device
+  /// has no virtual memory and the pool is served with whole segments).
+  growth_rules growth{};
   /// Best fit breaks ties between equal-size free blocks (same stream) by the age of their segment,
-  /// oldest first, then by address, as PyTorch 2.15 does (BlockComparatorSizeCounterAddress: a
-  /// counter taken at each cudaMalloc and expandable reservation, inherited by the segment's
-  /// blocks). Off: by address alone (BlockComparatorSize, PyTorch up to 2.11). The release orders
-  /// that walk the size index (size_index, aged, best_fit_then_largest) follow the same order.
+  /// oldest first (a counter taken at each new segment or reservation, inherited by its blocks),
+  /// then by address. Off: by address alone. The release orders that walk the size index
+  /// (size_index, aged, best_fit_then_largest) follow the same order.
   bool segment_age_order = false;
 };
 
@@ -92,18 +107,20 @@ struct release_step {
   std::size_t target_bytes = SIZE_MAX;  ///< Stop once this many bytes were released.
   release_order order = release_order::address;
   bool synchronize = false;             ///< First wait for pending cross-stream frees to complete.
-  /// on_oom only: retry only if the step released at least target_bytes (PyTorch's
-  /// release_available_cached_blocks answers false, and skips its retry, when it freed less).
-  bool require_target = false;
-  /// on_oom only: the retry after this step counts in num_alloc_retries, made or failed (torch
-  /// counts the retry after release_cached_blocks, not the one after release_available_cached_blocks).
-  bool counts_as_retry = true;
-  /// An expandable reservation left with no memory mapped by this step is released too (torch's
-  /// release_cached_blocks does; a policy that regrows soon keeps it and saves two device calls).
+  /// on_oom only: what follows the step (the defaults: search the pool, then grow, a counted retry).
+  struct retry_rule {
+    /// Retry only if the step released at least target_bytes (else go on to the next step).
+    bool only_if_target_met = false;
+    /// The retry counts in num_alloc_retries, whether it succeeds or not.
+    bool counted = true;
+    /// Search the pool before growing again (a step that waited for pending frees may have made a
+    /// fitting block free). Off: grow at once.
+    bool search_pool_first = true;
+  };
+  retry_rule retry{};
+  /// An expandable reservation this step leaves with no memory mapped is released too (a policy
+  /// that regrows soon keeps it and saves two device calls).
   bool release_empty_reservations = false;
-  /// on_oom only: before growing again, search the pool once more (a step that waited for
-  /// pending frees may have made a fitting block free). torch does not: it calls alloc_block.
-  bool search_after = true;
   /// size_index only: the pools in the order they are released (empty: pool id order); a pool not
   /// listed comes after the listed ones, in id order.
   std::vector<pool_id> pool_order;
@@ -156,6 +173,12 @@ class policy {
   }
   /// Whether to split block_bytes into the request and a free remainder.
   virtual bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept = 0;
+
+  /// Whether the policy models the allocator traces are recorded under (PyTorch's caching
+  /// allocator). A replay of such a policy starts from the layout the recording found (the
+  /// segments a snapshot or profiler trace began with), and its levels are compared with the
+  /// recording's; other policies start empty, and their gaps to the recording are their savings.
+  virtual bool models_recorded_allocator() const noexcept { return false; }
 
   /// Fraction of the device's capacity the engine may reserve (torch's per_process_memory_fraction);
   /// applied when the engine is built without an explicit limit. Default: all of it.

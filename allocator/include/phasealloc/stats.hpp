@@ -68,7 +68,7 @@ struct device_stats {
   stat_array requested_bytes;       ///< Bytes callers asked for (unrounded).
 
   std::int64_t num_alloc_retries = 0;     ///< Retries after an out-of-memory release, made or failed
-                                          ///< (release_step::counts_as_retry).
+                                          ///< (release_step::retry_rule::counted).
   std::int64_t num_ooms = 0;              ///< Allocations that failed.
   std::int64_t num_sync_all_streams = 0;  ///< Releases that waited for all pending events.
   std::int64_t num_device_alloc = 0;      ///< Segments reserved (cudaMalloc / cuMemAddressReserve).

@@ -2,7 +2,7 @@
 //
 // Glossary (read this first; every other file uses these words in these senses)
 // ---------------------------------------------------------------------------
-// device   : where bytes come from (sim, cuda_runtime, cuda_vmm). It reserves address space,
+// device   : where bytes come from (model, cuda_runtime, cuda_vmm). It reserves address space,
 //            maps and unmaps physical memory at its granularity, and records stream events.
 //            Contract in device.hpp.
 // segment  : one contiguous range of device address space the engine reserved. On a device
@@ -14,7 +14,7 @@
 // pool     : the set of free blocks that serve one kind of request. The policy names the pools
 //            (small/large, size classes, phases) and picks one per request.
 // stream   : an opaque stream handle. For CUDA devices it is the cudaStream_t value; in traces
-//            and on the sim device it is a small ordinal. 0 is the default stream.
+//            and on the model device it is a small ordinal. 0 is the default stream.
 // event    : a marker recorded on a stream. A block freed while other streams used it returns
 //            to its pool only after their events complete ("pending free").
 // phase    : a named interval of the job: generation, inference, training, optimizer, or any

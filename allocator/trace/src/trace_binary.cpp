@@ -7,6 +7,7 @@
 #include <iterator>
 #include <ostream>
 
+#include "phasealloc/trace/file_bytes.hpp"
 #include "prefault.hpp"
 #include "varint.hpp"
 
@@ -66,7 +67,7 @@ void put_string(std::string& out, std::string_view s) {
 
 // What a field is called in an error message: a fixed name, or a pattern with one or two numbers
 // ("event {} bytes"). Formatted only when a message is built, never on success: formatting every
-// field's name of every event took 80% of the decoder's instructions (issue 16).
+// field's name of every event took 80% of the decoder's instructions.
 class field_name {
  public:
   field_name(const char* text) : pattern_(text) {}  // NOLINT(google-explicit-constructor): a fixed name
@@ -473,11 +474,9 @@ result<trace, trace_error> decode_trace(std::string_view bytes, std::string_view
 }
 
 result<trace, trace_error> read_trace(std::istream& in, std::string_view source_name) {
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    return trace_error{std::string(source_name), bytes.size(), 0, "readable bytes", "a read error"};
-  }
-  return decode_trace(bytes, source_name);
+  auto bytes = read_stream_bytes(in, source_name);
+  if (!bytes) return bytes.error();
+  return decode_trace(bytes.value(), source_name);
 }
 
 }  // namespace phasealloc

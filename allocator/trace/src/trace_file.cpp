@@ -6,6 +6,7 @@
 #include <iterator>
 #include <system_error>
 
+#include "phasealloc/trace/file_bytes.hpp"
 #include "phasealloc/trace/trace_binary.hpp"
 #include "phasealloc/trace/trace_text.hpp"
 
@@ -36,15 +37,9 @@ result<trace, trace_error> load_trace_bytes(std::string_view bytes, std::string_
 }
 
 result<trace, trace_error> load_trace(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return trace_error{path.string(), 0, 0, "a readable file", "it cannot be opened"};
-  }
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    return trace_error{path.string(), bytes.size(), 0, "readable bytes", "a read error"};
-  }
-  return load_trace_bytes(bytes, path.string());
+  auto bytes = read_file_bytes(path);
+  if (!bytes) return bytes.error();
+  return load_trace_bytes(bytes.value(), path.string());
 }
 
 trace_file_format format_for_path(const std::filesystem::path& path) {

@@ -8,6 +8,8 @@
 #include <ostream>
 #include <vector>
 
+#include "phasealloc/trace/file_bytes.hpp"
+
 namespace phasealloc {
 namespace {
 
@@ -383,11 +385,9 @@ result<trace, trace_error> parse_trace_text(std::string_view text, std::string_v
 }
 
 result<trace, trace_error> read_trace_text(std::istream& in, std::string_view source_name) {
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    return trace_error{std::string(source_name), text.size(), 0, "readable bytes", "a read error"};
-  }
-  return parse_trace_text(text, source_name);
+  auto text = read_stream_bytes(in, source_name);
+  if (!text) return text.error();
+  return parse_trace_text(text.value(), source_name);
 }
 
 }  // namespace phasealloc

@@ -88,8 +88,8 @@ def enable(conf=None, detect_phases=True, library=None):
     if conf is not None:
         _config.configure(conf)
     effective = _config.effective_config()  # raises on a bad PHASEALLOC_CONF, before the swap
-    if "device:sim" in effective:
-        warnings.warn("phasealloc: device:sim hands torch fake addresses; only tests and tools may use it",
+    if "device:model" in effective:
+        warnings.warn("phasealloc: device:model hands torch fake addresses; only tests and tools may use it",
                       RuntimeWarning, stacklevel=2)
 
     from . import _bridge

@@ -15,22 +15,3 @@ def effective_config():
     lib = _library.load()
     return _library.text(lib.phasealloc_config(), "phasealloc configuration")
 
-
-def parse(text):
-    """Splits a PHASEALLOC_CONF text into {key: value} (brackets keep their commas)."""
-    out, depth, start = {}, 0, 0
-    for i, ch in enumerate(text + ","):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            item = text[start:i].strip()
-            start = i + 1
-            if item:
-                key, _, value = item.partition(":")
-                value = value.strip()
-                if value.startswith("[") and value.endswith("]"):
-                    value = value[1:-1]
-                out[key.strip()] = value
-    return out

@@ -1,8 +1,8 @@
 """What cannot work while phasealloc is the CUDA allocator through CUDAPluggableAllocator, made to
 fail clearly. Installed only on that path: the c10 bridge (_bridge.py) supports all of it.
 
-These limits come from PyTorch's CUDAPluggableAllocator (facts 1.3, 1.6) and cannot be lifted from
-here:
+These limits come from PyTorch's CUDAPluggableAllocator (c10/cuda/CUDAPluggableAllocator.cpp: its
+IPC, pool and stats entry points raise "does not yet support") and cannot be lifted from here:
 
   CUDA IPC of our memory       Sharing a CUDA tensor with another process (torch.multiprocessing
                                queues, reduce_tensor, vLLM/verl/OpenRLHF weight sync by CUDA IPC)

@@ -6,9 +6,9 @@ to CUDAPluggableAllocator.
 
 Rationale: with a pluggable allocator current, torch.cuda.memory_stats() and everything built on it
 (memory_allocated, max_memory_reserved, memory_summary, reset_peak_memory_stats, snapshots,
-_record_memory_history) raise RuntimeError ("CUDAPluggableAllocator does not yet support ...",
-facts 1.3), and RLHF frameworks call them every step (verl logs max_memory_allocated/reserved,
-dumps snapshots). Approach: the same functions, with the same signatures and return shapes, are
+_record_memory_history) raise RuntimeError ("CUDAPluggableAllocator does not yet support ..."), and
+RLHF frameworks call them every step (verl logs max_memory_allocated/reserved, dumps snapshots).
+Approach: the same functions, with the same signatures and return shapes, are
 set on both torch.cuda and torch.cuda.memory (torch.cuda re-exports them, and torch's own helpers
 look them up in torch.cuda.memory's globals, so its aliases such as max_memory_cached follow).
 empty_cache needs no patch: the reset hook routes it to every engine.

@@ -15,7 +15,7 @@
 The pool of each GPU ordinal holds at most host_budget bytes of page-locked memory (PHASEALLOC_CONF,
 default 2GiB; host_budget:0 disables it) and hands the same buffers out again every iteration;
 host_stats() shows its books (names as torch.cuda.host_memory_stats()), trim_host() frees its idle
-buffers. On device:sim the buffers are ordinary heap memory (real bytes, not page-locked).
+buffers. On device:model the buffers are ordinary heap memory (real bytes, not page-locked).
 
 Design note (chunk_offloader)
 Rationale: offloading chunks (ProTrain, ZeRO-Offload) copies them to the host and back every

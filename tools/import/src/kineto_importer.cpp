@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "file_bytes.hpp"
+#include "phasealloc/trace/file_bytes.hpp"
 #include "import_builder.hpp"
 
 namespace phasealloc {
@@ -280,7 +280,7 @@ result<trace, trace_error> import_kineto(std::string_view json_text, std::string
 }
 
 result<trace, trace_error> import_kineto_file(const std::filesystem::path& path, const kineto_import_options& options) {
-  auto bytes = detail::read_file_bytes(path);
+  auto bytes = read_file_bytes(path);
   if (!bytes) {
     return bytes.error();
   }

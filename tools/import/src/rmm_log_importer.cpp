@@ -6,7 +6,7 @@
 #include <charconv>
 #include <optional>
 
-#include "file_bytes.hpp"
+#include "phasealloc/trace/file_bytes.hpp"
 #include "import_builder.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 
@@ -196,7 +196,7 @@ result<trace, trace_error> import_rmm_log(std::string_view csv_text, std::string
 }
 
 result<trace, trace_error> import_rmm_log_file(const std::filesystem::path& path) {
-  auto bytes = detail::read_file_bytes(path);
+  auto bytes = read_file_bytes(path);
   if (!bytes) {
     return bytes.error();
   }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <optional>
 
-#include "file_bytes.hpp"
+#include "phasealloc/trace/file_bytes.hpp"
 #include "import_builder.hpp"
 #include "start_layout.hpp"
 
@@ -556,7 +556,7 @@ result<trace, trace_error> import_snapshot(std::string_view pickle_bytes, std::s
 
 result<trace, trace_error> import_snapshot_file(const std::filesystem::path& path,
                                                 const snapshot_import_options& options) {
-  auto bytes = detail::read_file_bytes(path);
+  auto bytes = read_file_bytes(path);
   if (!bytes) {
     return bytes.error();
   }

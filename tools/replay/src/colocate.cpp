@@ -45,17 +45,17 @@ result<colocated_result, std::string> replay_colocated(std::span<const trace> tr
 
   const bool virtual_memory = replay_detail::wants_virtual_memory(first_policy, options);
   // The device outlives the engines: they give their memory back to it when destroyed.
-  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
+  model_device dev(replay_detail::replay_device_config(options, virtual_memory));
 
   colocated_result out;
   out.policy = first_policy.spec();
-  out.device = virtual_memory ? "sim (virtual memory)" : "sim (whole segments)";
+  out.device = virtual_memory ? "model (virtual memory)" : "model (whole segments)";
   out.capacity_bytes = options.capacity_bytes;
   out.processes.resize(procs.size());
   out.reserved_at_peak_bytes.assign(procs.size(), 0);
   for (const trace& t : traces) out.events += t.events.size();
 
-  const bool use_layout = options.use_recorded_layout.value_or(first_policy.spec().starts_with("pytorch"));
+  const bool use_layout = options.use_recorded_layout.value_or(first_policy.models_recorded_allocator());
   const auto started = std::chrono::steady_clock::now();
   const auto sample_total = [&](std::size_t merged_event, std::uint64_t time_ns) {
     const std::size_t total = dev.mapped_bytes();

@@ -34,8 +34,8 @@ struct segment_sink final : trace_sink {
 
 }  // namespace
 
-sim_cost default_replay_cost() {
-  sim_cost c;
+model_device_cost default_replay_cost() {
+  model_device_cost c;
   c.reserve_ns = 30'000;       // cudaMalloc / cuMemAddressReserve
   c.release_ns = 30'000;       // cudaFree (synchronises) / cuMemAddressFree
   c.map_ns = 5'000;            // cuMemMap + cuMemSetAccess per call
@@ -58,11 +58,12 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   }
 
   const bool virtual_memory = replay_detail::wants_virtual_memory(*pol, options);
-  sim_device dev(replay_detail::replay_sim_config(options, virtual_memory));
+  model_device dev(replay_detail::replay_device_config(options, virtual_memory));
 
   replay_result out;
   out.policy = pol->spec();
-  out.device = virtual_memory ? "sim (virtual memory)" : "sim (whole segments)";
+  out.device = virtual_memory ? "model (virtual memory)" : "model (whole segments)";
+  out.models_recording = pol->models_recorded_allocator();
   out.capacity_bytes = options.capacity_bytes;
   out.events = t.events.size();
 
@@ -72,7 +73,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   segments.observer = options.observer;
   address_book addresses(t);
   std::unordered_map<std::uint64_t, bool> placed_by_layout;  // seeded allocation ids the layout placed
-  const bool use_layout = options.use_recorded_layout.value_or(pol->spec().starts_with("pytorch"));
+  const bool use_layout = options.use_recorded_layout.value_or(out.models_recording);
   const auto started = std::chrono::steady_clock::now();
   {
     engine eng(dev, *pol, engine_options{.strict = false, .check_invariants = options.check_invariants});

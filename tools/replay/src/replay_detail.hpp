@@ -27,15 +27,15 @@ inline bool wants_virtual_memory(const policy& pol, const replay_options& option
 
 /// The simulated device of a replay: the options' capacity, granularity and cost model, events
 /// complete at once, no spinning for modelled time.
-inline sim_config replay_sim_config(const replay_options& options, bool virtual_memory) {
-  sim_config sim;
-  sim.capacity_bytes = options.capacity_bytes;
-  sim.granularity_bytes = options.granularity_bytes;
-  sim.virtual_memory = virtual_memory;
-  sim.events_complete_immediately = true;
-  sim.cost = options.cost;
-  sim.cost.spin = false;
-  return sim;
+inline model_device_config replay_device_config(const replay_options& options, bool virtual_memory) {
+  model_device_config device_config;
+  device_config.capacity_bytes = options.capacity_bytes;
+  device_config.granularity_bytes = options.granularity_bytes;
+  device_config.virtual_memory = virtual_memory;
+  device_config.events_complete_immediately = true;
+  device_config.cost = options.cost;
+  device_config.cost.spin = false;
+  return device_config;
 }
 
 /// Alloc id -> address: a vector when ids are dense (the usual case), a hash map otherwise.

@@ -47,7 +47,7 @@
 // Defaults: chosen on the four synthetic PPO presets (phasealloc sweep, see bench/README.md) for
 //   peak reserved within ~1.5% of the floor at the fewest device calls; smaller thresholds and
 //   runs trade calls for a lower peak, `release:none` trades phase awareness for calls.
-// Limitations: needs a device with virtual memory (cuda_vmm, or sim with virtual_memory); on a
+// Limitations: needs a device with virtual memory (cuda_vmm, or the model device with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
 //   are released. Prediction is per phase name: a phase whose need varies a lot between iterations
 //   pays growth calls when it needs more than last time.

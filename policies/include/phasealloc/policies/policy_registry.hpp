@@ -20,6 +20,13 @@ struct policy_entry {
   result<std::unique_ptr<policy>, std::string> (*create)(std::string_view conf);
 };
 
+/// A spec split at its first ':' into the policy's name and its configuration (empty when none).
+struct policy_spec_parts {
+  std::string_view name;
+  std::string_view conf;
+};
+policy_spec_parts split_policy_spec(std::string_view spec) noexcept;
+
 /// Every registered policy, in the order `phasealloc --help` lists them.
 std::vector<policy_entry> policy_names();
 

@@ -62,6 +62,8 @@ class pytorch_policy final : public policy {
   std::size_t segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept override;
   bool may_use(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept override;
   bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept override;
+  /// Yes: this is the allocator the recordings come from.
+  bool models_recorded_allocator() const noexcept override { return true; }
   double memory_fraction() const noexcept override { return opts_.memory_fraction; }
   release_plan before_grow(const grow_context& context) override;
   release_plan on_oom(const grow_context& context) override;

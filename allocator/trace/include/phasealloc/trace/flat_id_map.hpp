@@ -4,7 +4,7 @@
 // Design note
 // Rationale: std::unordered_map allocates a node per id. A trace pass that inserts and erases
 //   millions of ids spent more time in malloc, free and first-touch page faults of those nodes than
-//   in its own checks (issue: replay at 5 M events/s).
+//   in its own checks (replay at 5 M events/s).
 // Approach: open addressing with linear probing in a power-of-two table of slots (id, value, used),
 //   Fibonacci hashing (the id times 2^64 / phi, top bits), so that consecutive ids spread over the
 //   table and patterned ids (multiples of a power of two) do not collide. At most half the slots

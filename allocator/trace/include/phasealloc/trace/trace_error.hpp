@@ -1,8 +1,8 @@
 // The one error every trace, snapshot and log parser returns.
 //
 // Design note
-// Rationale: design.md asks that a bad file gets "an error that names the file, the offset and
-//   what was expected". One shape for every reader (binary, text, pickle, JSON, CSV) lets the CLI
+// Rationale: a bad file gets an error that names the file, the offset and what was expected.
+//   One shape for every reader (binary, text, pickle, JSON, CSV) lets the CLI
 //   print them the same way and lets the fuzz targets treat every failure alike.
 // Approach: a plain value carried in result<T, trace_error>; message() formats it.
 //   Byte-oriented readers fill `offset`; line-oriented ones (text traces, CSV) also fill `line`.

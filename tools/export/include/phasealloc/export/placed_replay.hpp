@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/status.hpp"
 #include "phasealloc/trace/trace_format.hpp"

@@ -28,7 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 #include "phasealloc/trace_sink.hpp"
 
 namespace phasealloc {

@@ -6,8 +6,8 @@
 //   PyTorch frees its cache when its own cudaMalloc fails, never another process's. Replaying each
 //   trace alone gives each the whole device and hides that; a policy that returns memory at phase
 //   transitions can fit where one that keeps its cache does not.
-// Approach: one sim_device (the capacity is shared: its capacity check counts every reservation and
-//   mapping, whichever engine made it; the sim is thread-safe and hands each reservation its own
+// Approach: one model_device (the capacity is shared: its capacity check counts every reservation and
+//   mapping, whichever engine made it; the model device is thread-safe and hands each reservation its own
 //   addresses), and per trace one engine with its own policy object built from the same spec, as
 //   each process would build its own. The traces' events are merged on their common clock: at each
 //   step the process whose next event has the smallest time goes, ties to the earlier trace; each
@@ -58,7 +58,7 @@ struct colocated_process {
 
 struct colocated_result {
   std::string policy;  ///< The effective spec.
-  std::string device;  ///< "sim (whole segments)" or "sim (virtual memory)".
+  std::string device;  ///< "model (whole segments)" or "model (virtual memory)".
   std::size_t capacity_bytes = 0;
   std::size_t events = 0;  ///< All processes' events.
   std::vector<colocated_process> processes;

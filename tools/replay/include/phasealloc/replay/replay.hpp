@@ -1,18 +1,19 @@
-// Replay: run a recorded (or synthesized) trace through the real engine and a policy on the sim
+// Replay: run a recorded (or synthesized) trace through the real engine and a policy on the model
 // device, and measure what that allocator would have reserved, per phase.
 //
 // Design note
 // Rationale: a replay must predict what the production library does, so it runs the same engine
-//   and policies the interpose layer runs, only against the sim device. Nothing is re-modelled.
+//   and policies the interpose layer runs, only against the model device. Nothing is re-modelled.
 // Approach: each trace event becomes one engine call (alloc -> allocate, free -> deallocate of the
 //   id's address, phase -> set_phase, empty_cache, record_stream); segment events of the
 //   recording allocator are not followed, only collected for comparison. An allocation that fails
 //   (out of memory on the simulated capacity) is counted and its later free skipped.
 //   A trace with a recorded layout (seed_block events, trace_format.hpp) seeds the engine with it
-//   first (engine::seed) for the `pytorch` policies: the seeded allocations it places are not
+//   first (engine::seed) for policies that model the recording allocator (the `pytorch` ones,
+//   policy::models_recorded_allocator): the seeded allocations it places are not
 //   allocated again; the others (and every seeded allocation for other policies) are allocated by
 //   the policy at time 0, in order, as before.
-// Limitations: events complete at once on the sim device, so cross-stream frees are never
+// Limitations: events complete at once on the model device, so cross-stream frees are never
 //   pending (the trace has no kernel timing); one device per trace.
 #pragma once
 
@@ -25,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/snapshot.hpp"
 #include "phasealloc/trace_sink.hpp"
 #include "phasealloc/stats.hpp"
@@ -36,7 +37,7 @@ namespace phasealloc {
 
 /// A modelled (not measured) cost of device calls, for the "estimated allocator time" column:
 /// tens of microseconds per cudaMalloc/cudaFree or cuMem call, per 2 MiB page for mapping.
-sim_cost default_replay_cost();
+model_device_cost default_replay_cost();
 
 struct replay_options {
   std::size_t capacity_bytes = 80 * gib;
@@ -44,7 +45,7 @@ struct replay_options {
   /// Device kind: nullopt = virtual memory iff the policy has an expandable pool (what the
   /// interpose layer's default device choice amounts to for that policy).
   std::optional<bool> virtual_memory;
-  sim_cost cost = default_replay_cost();
+  model_device_cost cost = default_replay_cost();
   bool check_invariants = false;     ///< Run the engine's checker after every event (slow).
   std::size_t timeline_points = 0;   ///< Keep about this many (time, allocated, reserved) samples.
   bool record_segments = false;      ///< Keep the sizes of the replay's segment allocations.
@@ -56,8 +57,9 @@ struct replay_options {
   /// the engine events it causes.
   std::uint64_t* clock_ns = nullptr;
   /// Whether to seed the engine with the trace's recorded layout (seed_block events) before the
-  /// replay: nullopt = for the `pytorch` policies only (the others place the same seeded live set
-  /// their own way, as they would have).
+  /// replay: nullopt = for a policy that models the recording allocator only
+  /// (policy::models_recorded_allocator; the others place the same seeded live set their own way,
+  /// as they would have).
   std::optional<bool> use_recorded_layout;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
@@ -104,7 +106,10 @@ struct recorded_comparison {
 
 struct replay_result {
   std::string policy;   ///< The effective spec.
-  std::string device;   ///< "sim (whole segments)" or "sim (virtual memory)".
+  std::string device;   ///< "model (whole segments)" or "model (virtual memory)".
+  /// The allocator replayed is the one the recording was made under (policy::models_recorded_allocator,
+  /// or PyTorch's own): its gaps to the recording are errors of fidelity, not savings.
+  bool models_recording = false;
   std::size_t capacity_bytes = 0;
   std::size_t events = 0;
   std::size_t peak_reserved_bytes = 0;

@@ -14,7 +14,7 @@
 //   peak), report_format (numbers), page_style (the CSS). A policy keeps one colour in every chart
 //   and table (past ten colours: dashed lines, striped bars); a phase keeps one colour
 //   (generation, inference, training, optimizer; other names get one from a spare palette).
-// Measures are design.md's: fragmentation = 1 - peak allocated / peak reserved; the floor for
+// Measures: fragmentation = 1 - peak allocated / peak reserved; the floor for
 //   peak reserved is peak live bytes; "reserved - floor" is what a policy holds above it.
 // Limitations: the timeline draws the replay's samples (maxima over windows of events), thinned
 //   again by maximum to about 2,000 points, so a peak is never lost but short dips may be; the

@@ -1,22 +1,22 @@
-// sim_device: a deterministic simulated GPU (no CUDA anywhere).
+// model_device: a deterministic simulated GPU (no CUDA anywhere).
 //
 // Used by the engine's tests, the replay tool and the benches. It keeps exact books of what a real
 // device would hold, checks every precondition of device.hpp, and adds what tests need and a real
 // GPU cannot give: events that complete only when told, fault injection on call N, call counters
 // and a modelled cost per call.
 //
-// Two modes (sim_config::virtual_memory):
+// Two modes (model_device_config::virtual_memory):
 //   false  like cudaMalloc: reserve() takes address space AND memory for the whole range, map()
 //          and unmap() answer not_supported, release() frees the memory too.
 //   true   like cuMem VMM: reserve() takes address space only; map()/unmap() back or return any
 //          granule-aligned subrange of a live reservation; release() needs it wholly unmapped.
 //
 // Addresses are fake (never dereference them) and placed as the CUDA driver places cudaMalloc:
-// each reservation takes the top of the highest free range of the sim's address window
+// each reservation takes the top of the highest free range of the model device's address window
 // [address_base, address_base + address_window_bytes) that fits it, so a new segment sits below
 // the older ones; a released range is free again (merged with free neighbours), and reservations
 // may be adjacent, with no hole between them. simcuda's cudaMalloc and cuMemAddressReserve place
-// by the same rule, so a replay on this sim and PyTorch's own allocator on simcuda see the same
+// by the same rule, so a replay on this model device and PyTorch's own allocator on simcuda see the same
 // address order (a hole here would let a released range take a request simcuda's cannot).
 // Why the order matters: PyTorch's allocator breaks ties between equal-size free blocks by address
 // (torch 2.11), or by segment age and then address (torch 2.15; pytorch_policy.cpp), so where
@@ -24,16 +24,16 @@
 // 3 steps, torch 2.11) on a real H200 reserved 5624561664 bytes (5.24 GiB) in 181 cudaMalloc
 // segments, the driver handing out mostly descending addresses; its recorded trace replayed
 // through the same torch on the H200 gives the same 5.24 GiB / 181. On simcuda with lowest-first
-// placement, and in this sim as the bump pointer it was (ascending, never reused), the replay gave
+// placement, and in this model device as the bump pointer it was (ascending, never reused), the replay gave
 // 5.04 GiB / 166 (177 MiB and 15 segments less); top-down in both it gives 5.24 GiB / 181.
 // Limitations: the driver's placement is mostly, not strictly, top-down (other contexts, its own
 // allocations, page-size pools); this is the rule, not the driver. Released ranges are handed out
 // again, so a stale pointer may alias a newer reservation (as on a GPU); map()/unmap() still refuse
 // a range of no live reservation.
 //
-// Thread-safe: one mutex guards the books, because benches share one sim between engines.
+// Thread-safe: one mutex guards the books, because benches share one model device between engines.
 //
-// Limitations (what a real GPU does and the sim does not): free_bytes() is exactly capacity minus
+// Limitations (what a real GPU does and the model device does not): free_bytes() is exactly capacity minus
 // mapped bytes, with no CUDA context or other process taking a share; physical memory never
 // fragments, so a request no larger than free_bytes() never fails for lack of contiguous pages;
 // events complete only when told (or at once), never "eventually".
@@ -52,15 +52,15 @@
 
 namespace phasealloc {
 
-/// Bottom of a sim_device's address window (rounded up to its granularity).
-inline constexpr device_address sim_address_base = 0x7f00'0000'0000;
-/// Size of a sim_device's address window (64 TiB), handed out from the top. Give each sim of a
-/// process its own window (sim_address_base + ordinal * this).
-inline constexpr device_address sim_address_window_bytes = device_address{1} << 46;
+/// Bottom of a model_device's address window (rounded up to its granularity).
+inline constexpr device_address model_address_base = 0x7f00'0000'0000;
+/// Size of a model_device's address window (64 TiB), handed out from the top. Give each model device of a
+/// process its own window (model_address_base + ordinal * this).
+inline constexpr device_address model_address_window_bytes = device_address{1} << 46;
 
-/// Modelled cost of each call. The sim adds it to modeled_time_ns(); with spin it also busy-waits
+/// Modelled cost of each call. The model device adds it to modeled_time_ns(); with spin it also busy-waits
 /// that long (outside its lock), so a bench can feel a slow driver.
-struct sim_cost {
+struct model_device_cost {
   std::uint64_t reserve_ns = 0;        ///< Per reserve() call.
   std::uint64_t release_ns = 0;        ///< Per release() call.
   std::uint64_t map_ns = 0;            ///< Per map() call.
@@ -72,21 +72,21 @@ struct sim_cost {
   bool spin = false;                   ///< Also busy-wait the modelled time.
 };
 
-struct sim_config {
+struct model_device_config {
   std::size_t capacity_bytes = 80 * gib;   ///< Memory the device has (mapped bytes count against it).
   std::size_t granularity_bytes = 2 * mib; ///< Unit of reserve/map/unmap sizes and addresses (> 0).
   bool virtual_memory = false;             ///< false: cudaMalloc-like; true: cuMem VMM-like.
   bool events_complete_immediately = true; ///< false: events stay incomplete until completed by hand.
   /// The address window [address_base, address_base + address_window_bytes), handed out from the
-  /// top down. Give each sim of a process its own window (e.g. address_base = sim_address_base +
-  /// ordinal * sim_address_window_bytes) so that their fake addresses never overlap.
-  device_address address_base = sim_address_base;
-  device_address address_window_bytes = sim_address_window_bytes;
-  sim_cost cost{};
+  /// top down. Give each model device of a process its own window (e.g. address_base = model_address_base +
+  /// ordinal * model_address_window_bytes) so that their fake addresses never overlap.
+  device_address address_base = model_address_base;
+  device_address address_window_bytes = model_address_window_bytes;
+  model_device_cost cost{};
 };
 
 /// The calls fault injection can target (destroy_event returns nothing, so it cannot fail).
-enum class sim_call : std::uint8_t {
+enum class model_device_call : std::uint8_t {
   reserve,
   release,
   map,
@@ -97,10 +97,10 @@ enum class sim_call : std::uint8_t {
   synchronize_event,
   synchronize,
 };
-inline constexpr std::size_t sim_call_count = 9;
+inline constexpr std::size_t model_device_call_count = 9;
 
 /// How often each primitive was called (failed calls included), and how many calls failed.
-struct sim_counters {
+struct model_device_counters {
   std::uint64_t reserve = 0;
   std::uint64_t release = 0;
   std::uint64_t map = 0;
@@ -114,12 +114,12 @@ struct sim_counters {
   std::uint64_t failed = 0;  ///< Calls that answered an error (injected ones included).
 };
 
-class sim_device final : public device {
+class model_device final : public device {
  public:
-  explicit sim_device(sim_config config = {});
+  explicit model_device(model_device_config config = {});
 
   // --- device ---------------------------------------------------------------------------------
-  std::string_view name() const noexcept override { return "sim"; }
+  std::string_view name() const noexcept override { return "model"; }
   const device_caps& caps() const noexcept override { return caps_; }
 
   result<device_address> reserve(std::size_t bytes) noexcept override;
@@ -137,7 +137,7 @@ class sim_device final : public device {
   /// Completes every recorded event.
   errc synchronize() noexcept override;
 
-  // --- sim only: events -----------------------------------------------------------------------
+  // --- model device only: events -----------------------------------------------------------------------
   /// Completes every event recorded so far on `stream` (the stream "ran").
   void complete_events(stream_id stream) noexcept;
   void complete_all_events() noexcept;
@@ -146,14 +146,14 @@ class sim_device final : public device {
   /// Events created and not destroyed (a leak check for engine tests).
   std::size_t live_events() const noexcept;
 
-  // --- sim only: fault injection ----------------------------------------------------------------
+  // --- model device only: fault injection ----------------------------------------------------------------
   /// The call of kind `which` after `after_n_calls` more calls of that kind fails with `code`,
   /// changing nothing (0: the very next one). One pending fault per kind; a new one replaces it.
-  void fail_next(sim_call which, errc code, unsigned after_n_calls = 0) noexcept;
+  void fail_next(model_device_call which, errc code, unsigned after_n_calls = 0) noexcept;
   void clear_faults() noexcept;
 
-  // --- sim only: books --------------------------------------------------------------------------
-  sim_counters counters() const noexcept;
+  // --- model device only: books --------------------------------------------------------------------------
+  model_device_counters counters() const noexcept;
   /// Sum of the modelled cost of every call so far.
   std::uint64_t modeled_time_ns() const noexcept;
   /// Zeroes counters() and modeled_time_ns() (not the books).
@@ -165,7 +165,7 @@ class sim_device final : public device {
   std::size_t live_reservations() const noexcept;
   /// true when every granule of [addr, addr+bytes) lies in a live reservation and is mapped.
   bool is_mapped(device_address addr, std::size_t bytes) const noexcept;
-  const sim_config& config() const noexcept { return config_; }
+  const model_device_config& config() const noexcept { return config_; }
 
  private:
   struct reservation {
@@ -189,7 +189,7 @@ class sim_device final : public device {
   };
 
   // All below are called with mutex_ held.
-  bool take_fault(sim_call which, errc& code) noexcept;
+  bool take_fault(model_device_call which, errc& code) noexcept;
   errc fail(errc code) noexcept;
   /// The reservation holding [addr, addr+bytes) wholly, or nullptr.
   reservation* find_range(device_address addr, std::size_t bytes) noexcept;
@@ -206,7 +206,7 @@ class sim_device final : public device {
   void finish(std::unique_lock<std::mutex>& lock) noexcept;
   void complete_all_locked() noexcept;
 
-  const sim_config config_;
+  const model_device_config config_;
   const device_caps caps_;
 
   mutable std::mutex mutex_;
@@ -220,8 +220,8 @@ class sim_device final : public device {
   std::unordered_map<stream_id, stream_state> streams_;
   event_id next_event_ = 1;
   std::uint64_t next_seq_ = 1;
-  std::array<std::optional<pending_fault>, sim_call_count> faults_{};
-  sim_counters counters_{};
+  std::array<std::optional<pending_fault>, model_device_call_count> faults_{};
+  model_device_counters counters_{};
   std::uint64_t modeled_time_ns_ = 0;
   std::uint64_t pending_spin_ns_ = 0;  ///< Charged by the current call, spun by finish().
 };

@@ -1,10 +1,10 @@
-#include "phasealloc/import/placed_snapshot_exporter.hpp"
+#include "phasealloc/export/placed_snapshot_exporter.hpp"
 
 #include <fstream>
 
 #include <fmt/format.h>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 
 namespace phasealloc {
 namespace {

@@ -1,4 +1,4 @@
-// sim_host_memory: host_memory from the C++ heap (4 KiB aligned), for tests, benches and the sim
+// model_host_memory: host_memory from the C++ heap (4 KiB aligned), for tests, benches and the model
 // device's process. The bytes are real, so callers may read and write them; they are not
 // page-locked. A capacity models the host's limit on locked memory, and fault injection fails the
 // next allocate() like a cudaHostAlloc would.
@@ -14,18 +14,18 @@
 
 namespace phasealloc {
 
-struct sim_host_counters {
+struct model_host_counters {
   std::uint64_t allocate = 0;
   std::uint64_t free = 0;
   std::uint64_t failed = 0;
 };
 
-class sim_host_memory final : public host_memory {
+class model_host_memory final : public host_memory {
  public:
-  explicit sim_host_memory(std::size_t capacity_bytes = SIZE_MAX) noexcept : capacity_bytes_(capacity_bytes) {}
-  ~sim_host_memory() override;  ///< Frees what callers leaked.
+  explicit model_host_memory(std::size_t capacity_bytes = SIZE_MAX) noexcept : capacity_bytes_(capacity_bytes) {}
+  ~model_host_memory() override;  ///< Frees what callers leaked.
 
-  std::string_view name() const noexcept override { return "sim_host"; }
+  std::string_view name() const noexcept override { return "model_host"; }
   result<void*> allocate(std::size_t bytes) noexcept override;
   /// invalid_argument for a pointer it did not hand out or a size that differs.
   errc free(void* ptr, std::size_t bytes) noexcept override;
@@ -34,7 +34,7 @@ class sim_host_memory final : public host_memory {
   /// The next allocate() fails with `code` (out_of_memory or device_refused).
   void fail_next_allocate(errc code) noexcept;
   std::size_t allocated_bytes() const noexcept;
-  sim_host_counters counters() const noexcept;
+  model_host_counters counters() const noexcept;
 
  private:
   mutable std::mutex mutex_;
@@ -43,7 +43,7 @@ class sim_host_memory final : public host_memory {
   std::unordered_map<void*, std::size_t> live_;
   errc next_failure_ = errc::ok;
   std::string last_failure_;
-  sim_host_counters counters_;
+  model_host_counters counters_;
 };
 
 }  // namespace phasealloc

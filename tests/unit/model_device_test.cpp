@@ -1,6 +1,6 @@
-// sim_device beyond the conformance suite: deferred events, fault injection, counters, modelled
+// model_device beyond the conformance suite: deferred events, fault injection, counters, modelled
 // cost, addresses placed as the CUDA driver places them, thread safety.
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,27 +13,27 @@ namespace {
 
 constexpr std::size_t g = 2 * mib;
 
-sim_config vmm(std::size_t capacity_bytes = 1 * gib) {
+model_device_config vmm(std::size_t capacity_bytes = 1 * gib) {
   return {.capacity_bytes = capacity_bytes, .granularity_bytes = g, .virtual_memory = true};
 }
 
-sim_config runtime(std::size_t capacity_bytes = 1 * gib) {
+model_device_config runtime(std::size_t capacity_bytes = 1 * gib) {
   return {.capacity_bytes = capacity_bytes, .granularity_bytes = g, .virtual_memory = false};
 }
 
-sim_config deferred_events() {
-  sim_config c = vmm();
+model_device_config deferred_events() {
+  model_device_config c = vmm();
   c.events_complete_immediately = false;
   return c;
 }
 
-event_id make_event(sim_device& dev) {
+event_id make_event(model_device& dev) {
   auto e = dev.create_event();
   EXPECT_TRUE(e);
   return e.value_or(0);
 }
 
-bool complete(sim_device& dev, event_id e) {
+bool complete(model_device& dev, event_id e) {
   auto q = dev.query_event(e);
   EXPECT_TRUE(q);
   return q.value_or(false);
@@ -42,22 +42,22 @@ bool complete(sim_device& dev, event_id e) {
 // --- caps and addresses -------------------------------------------------------------------------
 
 TEST(SimDeviceTest, ReportsCapsFromItsConfig) {
-  sim_device runtime_like(runtime(3 * gib));
-  EXPECT_EQ(runtime_like.name(), "sim");
+  model_device runtime_like(runtime(3 * gib));
+  EXPECT_EQ(runtime_like.name(), "model");
   EXPECT_EQ(runtime_like.caps().granularity_bytes, g);
   EXPECT_EQ(runtime_like.caps().capacity_bytes, 3 * gib);
   EXPECT_FALSE(runtime_like.caps().has_virtual_reserve);
   EXPECT_FALSE(runtime_like.caps().has_partial_unmap);
   EXPECT_EQ(runtime_like.free_bytes(), 3 * gib);
 
-  sim_device vmm_like(vmm());
+  model_device vmm_like(vmm());
   EXPECT_TRUE(vmm_like.caps().has_virtual_reserve);
   EXPECT_TRUE(vmm_like.caps().has_partial_unmap);
 }
 
 TEST(SimDeviceTest, StartsAtTheTopOfItsWindowAndReusesTheHighestReleasedRangeAsTheDriverDoes) {
-  sim_device dev(runtime());
-  const device_address top = sim_address_base + sim_address_window_bytes;
+  model_device dev(runtime());
+  const device_address top = model_address_base + model_address_window_bytes;
   auto first = dev.reserve(4 * g);
   ASSERT_TRUE(first);
   EXPECT_EQ(first.value(), top - 4 * g);
@@ -79,7 +79,7 @@ TEST(SimDeviceTest, StartsAtTheTopOfItsWindowAndReusesTheHighestReleasedRangeAsT
 }
 
 TEST(SimDeviceTest, PlacesEachNewReservationBelowTheEarlierOnesAsTheCudaDriverDoes) {
-  sim_device dev(runtime());
+  model_device dev(runtime());
   device_address previous = ~device_address{0};
   for (std::size_t granules : {1, 3, 2, 10, 1}) {
     auto r = dev.reserve(granules * g);
@@ -90,14 +90,14 @@ TEST(SimDeviceTest, PlacesEachNewReservationBelowTheEarlierOnesAsTheCudaDriverDo
 }
 
 TEST(SimDeviceTest, AlignsTheBaseToALargeGranularity) {
-  sim_device dev({.capacity_bytes = 64 * gib, .granularity_bytes = 3 * gib, .virtual_memory = false});
+  model_device dev({.capacity_bytes = 64 * gib, .granularity_bytes = 3 * gib, .virtual_memory = false});
   auto a = dev.reserve(3 * gib);
   ASSERT_TRUE(a);
   EXPECT_EQ(a.value() % (3 * gib), 0u);
 }
 
 TEST(SimDeviceTest, RefusesStalePointersIntoReleasedReservations) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   auto a = dev.reserve(4 * g);
   ASSERT_TRUE(a);
   auto b = dev.reserve(4 * g);
@@ -110,16 +110,16 @@ TEST(SimDeviceTest, RefusesStalePointersIntoReleasedReservations) {
 }
 
 TEST(SimDeviceTest, AnswersOutOfMemoryWhenTheAddressSpaceRunsOut) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   // Address space only (vmm mode takes no memory): two of these do not fit in the window.
-  const std::size_t most = sim_address_window_bytes / 2 + g;
+  const std::size_t most = model_address_window_bytes / 2 + g;
   auto a = dev.reserve(most);
   ASSERT_TRUE(a);
   auto b = dev.reserve(most);
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error(), errc::out_of_memory);
   EXPECT_EQ(dev.reserved_bytes(), most);
-  EXPECT_TRUE(dev.reserve(sim_address_window_bytes / 2 - g)) << "what is left of the window is still handed out";
+  EXPECT_TRUE(dev.reserve(model_address_window_bytes / 2 - g)) << "what is left of the window is still handed out";
   EXPECT_EQ(dev.map(a.value() + most - g, g), errc::ok) << "books stay small for a huge reservation";
   EXPECT_EQ(dev.unmap(a.value() + most - g, g), errc::ok);
   EXPECT_EQ(dev.release(a.value(), most), errc::ok);
@@ -128,7 +128,7 @@ TEST(SimDeviceTest, AnswersOutOfMemoryWhenTheAddressSpaceRunsOut) {
 // --- capacity and books -------------------------------------------------------------------------
 
 TEST(SimDeviceTest, CountsReservedBytesAgainstCapacityWithoutVirtualMemory) {
-  sim_device dev(runtime(8 * g));
+  model_device dev(runtime(8 * g));
   auto a = dev.reserve(6 * g);
   ASSERT_TRUE(a);
   EXPECT_EQ(dev.mapped_bytes(), 6 * g);
@@ -142,7 +142,7 @@ TEST(SimDeviceTest, CountsReservedBytesAgainstCapacityWithoutVirtualMemory) {
 }
 
 TEST(SimDeviceTest, CountsMappedBytesAgainstCapacityWithVirtualMemory) {
-  sim_device dev(vmm(8 * g));
+  model_device dev(vmm(8 * g));
   auto a = dev.reserve(64 * g);
   ASSERT_TRUE(a) << "address space is not capacity";
   EXPECT_EQ(dev.mapped_bytes(), 0u);
@@ -157,7 +157,7 @@ TEST(SimDeviceTest, CountsMappedBytesAgainstCapacityWithVirtualMemory) {
 }
 
 TEST(SimDeviceTest, TracksMappedGranulesPrecisely) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   auto r = dev.reserve(10 * g);
   ASSERT_TRUE(r);
   const device_address b = r.value();
@@ -183,7 +183,7 @@ TEST(SimDeviceTest, TracksMappedGranulesPrecisely) {
 // --- events -------------------------------------------------------------------------------------
 
 TEST(SimDeviceTest, CompletesEventsImmediatelyByDefault) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   const event_id e = make_event(dev);
   ASSERT_EQ(dev.record_event(e, 7), errc::ok);
   EXPECT_TRUE(complete(dev, e));
@@ -191,7 +191,7 @@ TEST(SimDeviceTest, CompletesEventsImmediatelyByDefault) {
 }
 
 TEST(SimDeviceTest, KeepsDeferredEventsIncompleteUntilTheirStreamCompletes) {
-  sim_device dev(deferred_events());
+  model_device dev(deferred_events());
   const event_id on_1 = make_event(dev);
   const event_id on_2 = make_event(dev);
   ASSERT_EQ(dev.record_event(on_1, 1), errc::ok);
@@ -209,7 +209,7 @@ TEST(SimDeviceTest, KeepsDeferredEventsIncompleteUntilTheirStreamCompletes) {
 }
 
 TEST(SimDeviceTest, SynchronizeEventCompletesEarlierRecordsOnItsStreamOnly) {
-  sim_device dev(deferred_events());
+  model_device dev(deferred_events());
   const event_id first = make_event(dev);
   const event_id second = make_event(dev);
   const event_id third = make_event(dev);
@@ -227,7 +227,7 @@ TEST(SimDeviceTest, SynchronizeEventCompletesEarlierRecordsOnItsStreamOnly) {
 }
 
 TEST(SimDeviceTest, SynchronizeCompletesEveryEvent) {
-  sim_device dev(deferred_events());
+  model_device dev(deferred_events());
   const event_id a = make_event(dev);
   const event_id b = make_event(dev);
   ASSERT_EQ(dev.record_event(a, 1), errc::ok);
@@ -238,7 +238,7 @@ TEST(SimDeviceTest, SynchronizeCompletesEveryEvent) {
 }
 
 TEST(SimDeviceTest, RecordingAgainMakesAnEventIncompleteAgain) {
-  sim_device dev(deferred_events());
+  model_device dev(deferred_events());
   const event_id e = make_event(dev);
   EXPECT_TRUE(complete(dev, e)) << "never recorded";
   ASSERT_EQ(dev.record_event(e, 1), errc::ok);
@@ -253,7 +253,7 @@ TEST(SimDeviceTest, RecordingAgainMakesAnEventIncompleteAgain) {
 }
 
 TEST(SimDeviceTest, CountsLiveEvents) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   const event_id a = make_event(dev);
   const event_id b = make_event(dev);
   EXPECT_EQ(dev.live_events(), 2u);
@@ -269,11 +269,11 @@ TEST(SimDeviceTest, CountsLiveEvents) {
 // --- fault injection ----------------------------------------------------------------------------
 
 TEST(SimDeviceTest, FailsTheNthCallOfAKindAndChangesNothing) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   auto r = dev.reserve(8 * g);
   ASSERT_TRUE(r);
   const device_address b = r.value();
-  dev.fail_next(sim_call::map, errc::device_refused, 2);  // the third map fails
+  dev.fail_next(model_device_call::map, errc::device_refused, 2);  // the third map fails
   EXPECT_EQ(dev.map(b, g), errc::ok);
   EXPECT_EQ(dev.map(b + g, g), errc::ok);
   EXPECT_EQ(dev.map(b + 2 * g, g), errc::device_refused);
@@ -285,36 +285,36 @@ TEST(SimDeviceTest, FailsTheNthCallOfAKindAndChangesNothing) {
 }
 
 TEST(SimDeviceTest, InjectsFaultsIntoEveryFailableCall) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   auto r = dev.reserve(4 * g);
   ASSERT_TRUE(r);
   const device_address b = r.value();
   ASSERT_EQ(dev.map(b, g), errc::ok);
   const event_id e = make_event(dev);
 
-  dev.fail_next(sim_call::reserve, errc::out_of_memory);
+  dev.fail_next(model_device_call::reserve, errc::out_of_memory);
   auto failed_reserve = dev.reserve(g);
   ASSERT_FALSE(failed_reserve);
   EXPECT_EQ(failed_reserve.error(), errc::out_of_memory);
 
-  dev.fail_next(sim_call::unmap, errc::device_refused);
+  dev.fail_next(model_device_call::unmap, errc::device_refused);
   EXPECT_EQ(dev.unmap(b, g), errc::device_refused);
   EXPECT_TRUE(dev.is_mapped(b, g)) << "a failed unmap unmaps nothing";
   ASSERT_EQ(dev.unmap(b, g), errc::ok);
 
-  dev.fail_next(sim_call::release, errc::device_refused);
+  dev.fail_next(model_device_call::release, errc::device_refused);
   EXPECT_EQ(dev.release(b, 4 * g), errc::device_refused);
   EXPECT_EQ(dev.live_reservations(), 1u) << "a failed release releases nothing";
 
-  dev.fail_next(sim_call::create_event, errc::device_refused);
+  dev.fail_next(model_device_call::create_event, errc::device_refused);
   EXPECT_FALSE(dev.create_event());
-  dev.fail_next(sim_call::record_event, errc::device_refused);
+  dev.fail_next(model_device_call::record_event, errc::device_refused);
   EXPECT_EQ(dev.record_event(e, 0), errc::device_refused);
-  dev.fail_next(sim_call::query_event, errc::device_refused);
+  dev.fail_next(model_device_call::query_event, errc::device_refused);
   EXPECT_FALSE(dev.query_event(e));
-  dev.fail_next(sim_call::synchronize_event, errc::device_refused);
+  dev.fail_next(model_device_call::synchronize_event, errc::device_refused);
   EXPECT_EQ(dev.synchronize_event(e), errc::device_refused);
-  dev.fail_next(sim_call::synchronize, errc::device_refused);
+  dev.fail_next(model_device_call::synchronize, errc::device_refused);
   EXPECT_EQ(dev.synchronize(), errc::device_refused);
 
   EXPECT_EQ(dev.counters().failed, 8u);
@@ -323,17 +323,17 @@ TEST(SimDeviceTest, InjectsFaultsIntoEveryFailableCall) {
 }
 
 TEST(SimDeviceTest, FiresAFaultWhateverTheArguments) {
-  sim_device dev(vmm());
-  dev.fail_next(sim_call::reserve, errc::device_refused);
+  model_device dev(vmm());
+  dev.fail_next(model_device_call::reserve, errc::device_refused);
   auto bad = dev.reserve(0);  // would be invalid_argument; the injected fault comes first
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), errc::device_refused);
 }
 
 TEST(SimDeviceTest, ClearsPendingFaults) {
-  sim_device dev(vmm());
-  dev.fail_next(sim_call::reserve, errc::out_of_memory);
-  dev.fail_next(sim_call::synchronize, errc::device_refused, 5);
+  model_device dev(vmm());
+  dev.fail_next(model_device_call::reserve, errc::out_of_memory);
+  dev.fail_next(model_device_call::synchronize, errc::device_refused, 5);
   dev.clear_faults();
   EXPECT_TRUE(dev.reserve(g));
   EXPECT_EQ(dev.synchronize(), errc::ok);
@@ -343,7 +343,7 @@ TEST(SimDeviceTest, ClearsPendingFaults) {
 // --- counters and modelled cost -----------------------------------------------------------------
 
 TEST(SimDeviceTest, CountsEveryCall) {
-  sim_device dev(vmm());
+  model_device dev(vmm());
   auto r = dev.reserve(2 * g);
   ASSERT_TRUE(r);
   EXPECT_EQ(dev.map(r.value(), 2 * g), errc::ok);
@@ -357,7 +357,7 @@ TEST(SimDeviceTest, CountsEveryCall) {
   dev.destroy_event(e);
   EXPECT_EQ(dev.synchronize(), errc::ok);
 
-  const sim_counters c = dev.counters();
+  const model_device_counters c = dev.counters();
   EXPECT_EQ(c.reserve, 1u);
   EXPECT_EQ(c.map, 2u);
   EXPECT_EQ(c.unmap, 1u);
@@ -376,7 +376,7 @@ TEST(SimDeviceTest, CountsEveryCall) {
 }
 
 TEST(SimDeviceTest, AccumulatesModelledCostPerCallAndPerGranule) {
-  sim_config c = vmm();
+  model_device_config c = vmm();
   c.cost = {.reserve_ns = 1000,
             .release_ns = 2000,
             .map_ns = 300,
@@ -385,7 +385,7 @@ TEST(SimDeviceTest, AccumulatesModelledCostPerCallAndPerGranule) {
             .unmap_granule_ns = 20,
             .event_ns = 5,
             .sync_ns = 7};
-  sim_device dev(c);
+  model_device dev(c);
   auto r = dev.reserve(4 * g);                        // 1000
   ASSERT_TRUE(r);
   ASSERT_EQ(dev.map(r.value(), 4 * g), errc::ok);     // 300 + 4 * 10
@@ -400,10 +400,10 @@ TEST(SimDeviceTest, AccumulatesModelledCostPerCallAndPerGranule) {
 }
 
 TEST(SimDeviceTest, SpinsTheModelledTimeWhenAsked) {
-  sim_config c = vmm();
+  model_device_config c = vmm();
   c.cost.reserve_ns = 3'000'000;
   c.cost.spin = true;
-  sim_device dev(c);
+  model_device dev(c);
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(dev.reserve(g));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(3'000'000));
@@ -413,7 +413,7 @@ TEST(SimDeviceTest, SpinsTheModelledTimeWhenAsked) {
 // --- threads ------------------------------------------------------------------------------------
 
 TEST(SimDeviceTest, KeepsExactBooksUnderConcurrentCallers) {
-  sim_device dev(vmm(64 * g));
+  model_device dev(vmm(64 * g));
   constexpr int threads = 4;
   constexpr int rounds = 500;
   std::vector<std::thread> workers;
@@ -439,19 +439,20 @@ TEST(SimDeviceTest, KeepsExactBooksUnderConcurrentCallers) {
   EXPECT_EQ(dev.reserved_bytes(), 0u);
   EXPECT_EQ(dev.live_reservations(), 0u);
   EXPECT_EQ(dev.live_events(), 0u);
-  const sim_counters c = dev.counters();
+  const model_device_counters c = dev.counters();
   EXPECT_EQ(c.reserve, std::uint64_t{threads * rounds});
   EXPECT_EQ(c.unmap, std::uint64_t{3 * threads * rounds});
   EXPECT_EQ(c.failed, 0u);
 }
 
 TEST(SimDeviceAddressBaseTest, EachSimHandsOutItsOwnWindow) {
-  sim_device a(sim_config{.capacity_bytes = gib});
-  sim_device b(sim_config{.capacity_bytes = gib, .address_base = sim_address_base + sim_address_window_bytes});
+  model_device a(model_device_config{.capacity_bytes = gib});
+  model_device b(model_device_config{.capacity_bytes = gib,
+                                    .address_base = model_address_base + model_address_window_bytes});
   const device_address from_a = a.reserve(2 * mib).value();
   const device_address from_b = b.reserve(2 * mib).value();
-  EXPECT_EQ(from_a, sim_address_base + sim_address_window_bytes - 2 * mib);
-  EXPECT_EQ(from_b, sim_address_base + 2 * sim_address_window_bytes - 2 * mib);
+  EXPECT_EQ(from_a, model_address_base + model_address_window_bytes - 2 * mib);
+  EXPECT_EQ(from_b, model_address_base + 2 * model_address_window_bytes - 2 * mib);
   EXPECT_EQ(a.release(from_a, 2 * mib), errc::ok);
   EXPECT_EQ(b.release(from_b, 2 * mib), errc::ok);
 }

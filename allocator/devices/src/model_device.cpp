@@ -1,11 +1,11 @@
-// sim_device: the simulated GPU. See the header for what it models.
+// model_device: the simulated GPU. See the header for what it models.
 //
 // Every public call has the same shape: lock, count the call, charge its modelled cost, take an
 // injected fault if one is due, check the preconditions of device.hpp, then change the books.
 // A call that answers an error changes nothing but the counters. finish() drops the lock and,
 // with cost.spin, busy-waits what the call charged, so concurrent callers overlap like they
 // would on a driver that does not hold our lock.
-#include "phasealloc/devices/sim_device.hpp"
+#include "phasealloc/devices/model_device.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -16,8 +16,9 @@ namespace phasealloc {
 
 namespace {
 
-std::size_t index_of(sim_call which) noexcept { return static_cast<std::size_t>(which); }
-static_assert(static_cast<std::size_t>(sim_call::synchronize) + 1 == sim_call_count, "sim_call_count is stale");
+std::size_t index_of(model_device_call which) noexcept { return static_cast<std::size_t>(which); }
+static_assert(static_cast<std::size_t>(model_device_call::synchronize) + 1 == model_device_call_count,
+              "model_device_call_count is stale");
 
 // Interval set of mapped runs, start -> end (exclusive); runs are disjoint and never adjacent.
 using run_map = std::map<device_address, device_address>;
@@ -65,18 +66,19 @@ void erase_run(run_map& runs, device_address begin, device_address end) {
 
 }  // namespace
 
-sim_device::sim_device(sim_config config)
+model_device::model_device(model_device_config config)
     : config_(config),
       caps_{.granularity_bytes = config.granularity_bytes,
             .capacity_bytes = config.capacity_bytes,
             .has_virtual_reserve = config.virtual_memory,
             .has_partial_unmap = config.virtual_memory},
       free_ranges_() {
-  PHASEALLOC_CHECK(config.granularity_bytes > 0, "sim_config::granularity_bytes must be positive");
-  PHASEALLOC_CHECK(config.granularity_bytes <= config.address_base, "sim_config::granularity_bytes {} is absurd",
+  PHASEALLOC_CHECK(config.granularity_bytes > 0, "model_device_config::granularity_bytes must be positive");
+  PHASEALLOC_CHECK(config.granularity_bytes <= config.address_base,
+                   "model_device_config::granularity_bytes {} is absurd",
                    config.granularity_bytes);
   PHASEALLOC_CHECK(config.address_window_bytes <= ~device_address{0} - config.address_base,
-                   "sim_config: the address window [{:#x}, +{:#x}) wraps around", config.address_base,
+                   "model_device_config: the address window [{:#x}, +{:#x}) wraps around", config.address_base,
                    config.address_window_bytes);
   const device_address bottom = round_up(config.address_base, config.granularity_bytes);
   const device_address top = (config.address_base + config.address_window_bytes) / config.granularity_bytes *
@@ -86,12 +88,12 @@ sim_device::sim_device(sim_config config)
 
 // --- helpers (mutex_ held) ----------------------------------------------------------------------
 
-void sim_device::charge(std::uint64_t ns) noexcept {
+void model_device::charge(std::uint64_t ns) noexcept {
   modeled_time_ns_ += ns;
   if (config_.cost.spin) pending_spin_ns_ += ns;
 }
 
-void sim_device::finish(std::unique_lock<std::mutex>& lock) noexcept {
+void model_device::finish(std::unique_lock<std::mutex>& lock) noexcept {
   const std::uint64_t spin_ns = std::exchange(pending_spin_ns_, 0);
   lock.unlock();
   if (spin_ns == 0) return;
@@ -100,7 +102,7 @@ void sim_device::finish(std::unique_lock<std::mutex>& lock) noexcept {
   }
 }
 
-bool sim_device::take_fault(sim_call which, errc& code) noexcept {
+bool model_device::take_fault(model_device_call which, errc& code) noexcept {
   auto& fault = faults_[index_of(which)];
   if (!fault) return false;
   if (fault->calls_left > 0) {
@@ -112,12 +114,12 @@ bool sim_device::take_fault(sim_call which, errc& code) noexcept {
   return true;
 }
 
-errc sim_device::fail(errc code) noexcept {
+errc model_device::fail(errc code) noexcept {
   ++counters_.failed;
   return code;
 }
 
-const sim_device::reservation* sim_device::find_range(device_address addr, std::size_t bytes) const noexcept {
+const model_device::reservation* model_device::find_range(device_address addr, std::size_t bytes) const noexcept {
   if (bytes == 0 || addr + bytes < addr) return nullptr;
   auto it = reservations_.upper_bound(addr);
   if (it == reservations_.begin()) return nullptr;
@@ -126,23 +128,23 @@ const sim_device::reservation* sim_device::find_range(device_address addr, std::
   return &it->second;
 }
 
-sim_device::reservation* sim_device::find_range(device_address addr, std::size_t bytes) noexcept {
+model_device::reservation* model_device::find_range(device_address addr, std::size_t bytes) noexcept {
   return const_cast<reservation*>(std::as_const(*this).find_range(addr, bytes));
 }
 
-bool sim_device::event_complete(const event_state& e) const noexcept {
+bool model_device::event_complete(const event_state& e) const noexcept {
   if (e.seq == 0) return true;  // never recorded: complete, as cudaEventQuery answers
   const auto it = streams_.find(e.stream);
   return it != streams_.end() && it->second.completed_seq >= e.seq;
 }
 
-void sim_device::complete_all_locked() noexcept {
+void model_device::complete_all_locked() noexcept {
   for (auto& [stream, state] : streams_) state.completed_seq = state.recorded_seq;
 }
 
 // --- address space and memory -------------------------------------------------------------------
 
-std::optional<device_address> sim_device::take_address_range(std::size_t bytes) noexcept {
+std::optional<device_address> model_device::take_address_range(std::size_t bytes) noexcept {
   for (auto it = free_ranges_.rbegin(); it != free_ranges_.rend(); ++it) {
     if (it->second < bytes) continue;
     const device_address start = it->first;
@@ -154,7 +156,7 @@ std::optional<device_address> sim_device::take_address_range(std::size_t bytes) 
   return std::nullopt;
 }
 
-void sim_device::give_address_range(device_address start, std::size_t bytes) noexcept {
+void model_device::give_address_range(device_address start, std::size_t bytes) noexcept {
   device_address length = bytes;
   auto next = free_ranges_.lower_bound(start);
   if (next != free_ranges_.end() && start + length == next->first) {
@@ -171,13 +173,13 @@ void sim_device::give_address_range(device_address start, std::size_t bytes) noe
   free_ranges_.emplace(start, length);
 }
 
-result<device_address> sim_device::reserve(std::size_t bytes) noexcept {
+result<device_address> model_device::reserve(std::size_t bytes) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.reserve;
   charge(config_.cost.reserve_ns);
   const result<device_address> r = [&]() -> result<device_address> {
     errc code{};
-    if (take_fault(sim_call::reserve, code)) return fail(code);
+    if (take_fault(model_device_call::reserve, code)) return fail(code);
     if (bytes == 0 || !aligned(bytes)) return fail(errc::invalid_argument);
     // Without virtual memory a reservation is memory too, so it counts against the capacity.
     if (!config_.virtual_memory && bytes > config_.capacity_bytes - mapped_bytes_) return fail(errc::out_of_memory);
@@ -199,13 +201,13 @@ result<device_address> sim_device::reserve(std::size_t bytes) noexcept {
   return r;
 }
 
-errc sim_device::release(device_address base, std::size_t bytes) noexcept {
+errc model_device::release(device_address base, std::size_t bytes) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.release;
   charge(config_.cost.release_ns);
   const errc r = [&] {
     errc code{};
-    if (take_fault(sim_call::release, code)) return fail(code);
+    if (take_fault(model_device_call::release, code)) return fail(code);
     const auto it = reservations_.find(base);
     if (it == reservations_.end() || it->second.size_bytes != bytes) return fail(errc::invalid_argument);
     if (config_.virtual_memory) {
@@ -222,14 +224,14 @@ errc sim_device::release(device_address base, std::size_t bytes) noexcept {
   return r;
 }
 
-errc sim_device::map(device_address addr, std::size_t bytes) noexcept {
+errc model_device::map(device_address addr, std::size_t bytes) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.map;
   charge(config_.cost.map_ns);
   const errc r = [&] {
     if (!config_.virtual_memory) return fail(errc::not_supported);
     errc code{};
-    if (take_fault(sim_call::map, code)) return fail(code);
+    if (take_fault(model_device_call::map, code)) return fail(code);
     if (bytes == 0 || !aligned(addr) || !aligned(bytes)) return fail(errc::invalid_argument);
     reservation* res = find_range(addr, bytes);
     if (res == nullptr) return fail(errc::invalid_argument);
@@ -245,14 +247,14 @@ errc sim_device::map(device_address addr, std::size_t bytes) noexcept {
   return r;
 }
 
-errc sim_device::unmap(device_address addr, std::size_t bytes) noexcept {
+errc model_device::unmap(device_address addr, std::size_t bytes) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.unmap;
   charge(config_.cost.unmap_ns);
   const errc r = [&] {
     if (!config_.virtual_memory) return fail(errc::not_supported);
     errc code{};
-    if (take_fault(sim_call::unmap, code)) return fail(code);
+    if (take_fault(model_device_call::unmap, code)) return fail(code);
     if (bytes == 0 || !aligned(addr) || !aligned(bytes)) return fail(errc::invalid_argument);
     reservation* res = find_range(addr, bytes);
     if (res == nullptr) return fail(errc::invalid_argument);
@@ -267,20 +269,20 @@ errc sim_device::unmap(device_address addr, std::size_t bytes) noexcept {
   return r;
 }
 
-std::size_t sim_device::free_bytes() const noexcept {
+std::size_t model_device::free_bytes() const noexcept {
   std::lock_guard lock(mutex_);
   return config_.capacity_bytes > mapped_bytes_ ? config_.capacity_bytes - mapped_bytes_ : 0;
 }
 
 // --- streams and events -------------------------------------------------------------------------
 
-result<event_id> sim_device::create_event() noexcept {
+result<event_id> model_device::create_event() noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.create_event;
   charge(config_.cost.event_ns);
   const result<event_id> r = [&]() -> result<event_id> {
     errc code{};
-    if (take_fault(sim_call::create_event, code)) return fail(code);
+    if (take_fault(model_device_call::create_event, code)) return fail(code);
     const event_id id = next_event_++;
     events_.emplace(id, event_state{});
     return id;
@@ -289,13 +291,13 @@ result<event_id> sim_device::create_event() noexcept {
   return r;
 }
 
-errc sim_device::record_event(event_id event, stream_id stream) noexcept {
+errc model_device::record_event(event_id event, stream_id stream) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.record_event;
   charge(config_.cost.event_ns);
   const errc r = [&] {
     errc code{};
-    if (take_fault(sim_call::record_event, code)) return fail(code);
+    if (take_fault(model_device_call::record_event, code)) return fail(code);
     const auto it = events_.find(event);
     if (it == events_.end()) return fail(errc::invalid_argument);
     const std::uint64_t seq = next_seq_++;
@@ -309,13 +311,13 @@ errc sim_device::record_event(event_id event, stream_id stream) noexcept {
   return r;
 }
 
-result<bool> sim_device::query_event(event_id event) noexcept {
+result<bool> model_device::query_event(event_id event) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.query_event;
   charge(config_.cost.event_ns);
   const result<bool> r = [&]() -> result<bool> {
     errc code{};
-    if (take_fault(sim_call::query_event, code)) return fail(code);
+    if (take_fault(model_device_call::query_event, code)) return fail(code);
     const auto it = events_.find(event);
     if (it == events_.end()) return fail(errc::invalid_argument);
     return event_complete(it->second);
@@ -324,13 +326,13 @@ result<bool> sim_device::query_event(event_id event) noexcept {
   return r;
 }
 
-errc sim_device::synchronize_event(event_id event) noexcept {
+errc model_device::synchronize_event(event_id event) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.synchronize_event;
   charge(config_.cost.sync_ns);
   const errc r = [&] {
     errc code{};
-    if (take_fault(sim_call::synchronize_event, code)) return fail(code);
+    if (take_fault(model_device_call::synchronize_event, code)) return fail(code);
     const auto it = events_.find(event);
     if (it == events_.end()) return fail(errc::invalid_argument);
     const event_state& e = it->second;
@@ -345,7 +347,7 @@ errc sim_device::synchronize_event(event_id event) noexcept {
   return r;
 }
 
-void sim_device::destroy_event(event_id event) noexcept {
+void model_device::destroy_event(event_id event) noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.destroy_event;
   charge(config_.cost.event_ns);
@@ -353,13 +355,13 @@ void sim_device::destroy_event(event_id event) noexcept {
   finish(lock);
 }
 
-errc sim_device::synchronize() noexcept {
+errc model_device::synchronize() noexcept {
   std::unique_lock lock(mutex_);
   ++counters_.synchronize;
   charge(config_.cost.sync_ns);
   const errc r = [&] {
     errc code{};
-    if (take_fault(sim_call::synchronize, code)) return fail(code);
+    if (take_fault(model_device_call::synchronize, code)) return fail(code);
     complete_all_locked();
     return errc::ok;
   }();
@@ -367,73 +369,73 @@ errc sim_device::synchronize() noexcept {
   return r;
 }
 
-// --- sim only -----------------------------------------------------------------------------------
+// --- model device only -----------------------------------------------------------------------------------
 
-void sim_device::complete_events(stream_id stream) noexcept {
+void model_device::complete_events(stream_id stream) noexcept {
   std::lock_guard lock(mutex_);
   const auto it = streams_.find(stream);
   if (it != streams_.end()) it->second.completed_seq = it->second.recorded_seq;
 }
 
-void sim_device::complete_all_events() noexcept {
+void model_device::complete_all_events() noexcept {
   std::lock_guard lock(mutex_);
   complete_all_locked();
 }
 
-std::size_t sim_device::incomplete_events() const noexcept {
+std::size_t model_device::incomplete_events() const noexcept {
   std::lock_guard lock(mutex_);
   return static_cast<std::size_t>(
       std::count_if(events_.begin(), events_.end(), [this](const auto& e) { return !event_complete(e.second); }));
 }
 
-std::size_t sim_device::live_events() const noexcept {
+std::size_t model_device::live_events() const noexcept {
   std::lock_guard lock(mutex_);
   return events_.size();
 }
 
-void sim_device::fail_next(sim_call which, errc code, unsigned after_n_calls) noexcept {
+void model_device::fail_next(model_device_call which, errc code, unsigned after_n_calls) noexcept {
   PHASEALLOC_CHECK(code != errc::ok, "fail_next needs an error code");
   std::lock_guard lock(mutex_);
   faults_[index_of(which)] = pending_fault{.code = code, .calls_left = after_n_calls};
 }
 
-void sim_device::clear_faults() noexcept {
+void model_device::clear_faults() noexcept {
   std::lock_guard lock(mutex_);
   faults_.fill(std::nullopt);
 }
 
-sim_counters sim_device::counters() const noexcept {
+model_device_counters model_device::counters() const noexcept {
   std::lock_guard lock(mutex_);
   return counters_;
 }
 
-std::uint64_t sim_device::modeled_time_ns() const noexcept {
+std::uint64_t model_device::modeled_time_ns() const noexcept {
   std::lock_guard lock(mutex_);
   return modeled_time_ns_;
 }
 
-void sim_device::reset_counters() noexcept {
+void model_device::reset_counters() noexcept {
   std::lock_guard lock(mutex_);
   counters_ = {};
   modeled_time_ns_ = 0;
 }
 
-std::size_t sim_device::mapped_bytes() const noexcept {
+std::size_t model_device::mapped_bytes() const noexcept {
   std::lock_guard lock(mutex_);
   return mapped_bytes_;
 }
 
-std::size_t sim_device::reserved_bytes() const noexcept {
+std::size_t model_device::reserved_bytes() const noexcept {
   std::lock_guard lock(mutex_);
   return reserved_bytes_;
 }
 
-std::size_t sim_device::live_reservations() const noexcept {
+std::size_t model_device::live_reservations() const noexcept {
   std::lock_guard lock(mutex_);
   return reservations_.size();
 }
 
-bool sim_device::is_mapped(device_address addr, std::size_t bytes) const noexcept {
+bool model_device::is_mapped(device_address addr, std::size_t bytes) const noexcept {
   std::lock_guard lock(mutex_);
   if (!aligned(addr) || !aligned(bytes)) return false;
   const reservation* res = find_range(addr, bytes);

@@ -1,4 +1,4 @@
-#include "phasealloc/import/snapshot_exporter.hpp"
+#include "phasealloc/export/snapshot_exporter.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 #include "phasealloc/trace/trace_validate.hpp"
 
 namespace phasealloc {

@@ -1,4 +1,4 @@
-#include "phasealloc/import/pickle_writer.hpp"
+#include "phasealloc/export/pickle_writer.hpp"
 
 #include <bit>
 

@@ -1,4 +1,4 @@
-#include "file_bytes.hpp"
+#include "phasealloc/trace/file_bytes.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,10 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <istream>
+#include <iterator>
 
-#include <fmt/format.h>
-
-namespace phasealloc::cli {
+namespace phasealloc {
 namespace {
 
 /// read(2) from `fd` to its end into `bytes`, starting with room for `expected` bytes; whether it
@@ -34,15 +34,22 @@ bool read_all(int fd, std::size_t expected, std::string& bytes) {
 
 }  // namespace
 
-std::string file_bytes::load(const std::string& path) {
+result<std::string, trace_error> read_file_bytes(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fmt::format("cannot read '{}': {}", path, std::strerror(errno));
+  if (fd < 0) return trace_error{path.string(), 0, 0, "a readable file", std::strerror(errno)};
   struct stat st {};
   const std::size_t size = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
-  const bool ok = read_all(fd, size, read_);
+  std::string bytes;
+  const bool ok = read_all(fd, size, bytes);
   ::close(fd);
-  if (!ok) return fmt::format("cannot read '{}': read error", path);
-  return {};
+  if (!ok) return trace_error{path.string(), bytes.size(), 0, "readable bytes", "a read error"};
+  return bytes;
 }
 
-}  // namespace phasealloc::cli
+result<std::string, trace_error> read_stream_bytes(std::istream& in, std::string_view source_name) {
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return trace_error{std::string(source_name), bytes.size(), 0, "readable bytes", "a read error"};
+  return bytes;
+}
+
+}  // namespace phasealloc
