@@ -92,7 +92,8 @@ def test_the_rank_that_holds_more_runs_out_first(tmp_path):
     """Rank 1 holds 512 MiB more than rank 0: on a 512 MiB GPU rank 0 fits, rank 1 runs out, under
     every allocator; the job itself ran on a larger simulated GPU (--record-gpu)."""
     job = torchrun(2, os.path.join(HERE, "uneven_ranks_job.py"), 64, 512)
-    out = dryrun(["--gpu", "512MiB", "--record-gpu", "4GiB", "--gpus", "2", "--json", "--html", ""], job)
+    html = tmp_path / "ranks.html"
+    out = dryrun(["--gpu", "512MiB", "--record-gpu", "4GiB", "--gpus", "2", "--json", "--html", str(html)], job)
     assert out.returncode == 0, out.stderr[-6000:]
     doc = json.loads(out.stdout)["per_rank"]
     by_rank = {r["rank"]: r for r in doc["ranks"]}
@@ -103,3 +104,15 @@ def test_the_rank_that_holds_more_runs_out_first(tmp_path):
     assert len(doc["runs_out_first"]) == 3
     for first in doc["runs_out_first"]:
         assert first["rank"] == 1 and first["device"] == 1 and not first["fits"] and first["phases"], first
+    # One page for both ranks: the totals table, and the rank selector over each rank's report
+    # (radio buttons and CSS: no script), every element id unique.
+    page = html.read_text()
+    assert "<script" not in page
+    assert '<label for="rank-select-0">rank 0 (GPU 0)</label>' in page
+    assert '<label for="rank-select-1">rank 1 (GPU 1)</label>' in page
+    assert page.count('class="rank-page"') == 2
+    ids = re.findall(r'id="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    totals = page[page.index('<section id="ranks">'):page.index("</section>", page.index('<section id="ranks">'))]
+    rank1 = totals[totals.index("rank 1 (GPU 1)"):]
+    assert rank1.count("out of memory") == 3 and "out of memory" not in totals[:totals.index("rank 1 (GPU 1)")]

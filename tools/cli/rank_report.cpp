@@ -107,7 +107,9 @@ std::string render_rank_text(const std::vector<rank_replay>& ranks, std::size_t 
     std::vector<std::string> total = {who + "device total"};
     for (const replay_result& r : rank.report.results) {
       nccl.push_back(rank.nccl_bytes ? format_bytes(*rank.nccl_bytes) : "unknown");
-      total.push_back(r.ooms > 0 ? "OUT OF MEMORY" : format_bytes(device_total(r, rank)));
+      total.push_back(r.ooms > 0            ? "OUT OF MEMORY"
+                      : rank.nccl_bytes ? format_bytes(device_total(r, rank))
+                                        : "at least " + format_bytes(r.peak_reserved_bytes));
     }
     table.add(nccl);
     table.add(total);
@@ -144,7 +146,8 @@ nlohmann::json rank_json(const std::vector<rank_replay>& ranks, std::size_t gpu_
       results.push_back({{"policy", r.policy},
                          {"capacity_bytes", r.capacity_bytes},
                          {"peak_reserved_bytes", r.peak_reserved_bytes},
-                         {"device_total_bytes", device_total(r, rank)},
+                         {"device_total_bytes",
+                          rank.nccl_bytes ? nlohmann::json(device_total(r, rank)) : nlohmann::json()},
                          {"ooms", r.ooms},
                          {"phases", std::move(phases)}});
     }

@@ -61,7 +61,8 @@ struct rank_replay {
 std::string render_rank_text(const std::vector<rank_replay>& ranks, std::size_t gpu_bytes);
 /// The same numbers: {gpu_bytes, ranks[rank, pid, device, trace, nccl_peak_bytes, results[policy,
 /// capacity_bytes, peak_reserved_bytes, device_total_bytes, ooms, phases[name, peak_reserved_bytes,
-/// num_ooms]]], runs_out_first[policy, rank, fits, phases, device_total_bytes]}.
+/// num_ooms]]], runs_out_first[policy, rank, device, fits, phases, device_total_bytes]}; a rank
+/// without books has null nccl_peak_bytes and device_total_bytes.
 nlohmann::json rank_json(const std::vector<rank_replay>& ranks, std::size_t gpu_bytes);
 
 /// The per-rank HTML page (the report's rank selector); throws command_error naming the path on failure.

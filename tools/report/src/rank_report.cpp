@@ -38,8 +38,10 @@ std::string totals_table(const std::vector<rank_report_input>& ranks, std::size_
     for (const replay_result& res : r.report.results) {
       if (res.ooms > 0) {
         out += fmt::format(R"(<td class="warn">out of memory ({} allocations)</td>)", res.ooms);
+      } else if (r.nccl_bytes) {
+        out += fmt::format("<td>{}</td>", format_bytes(res.peak_reserved_bytes + *r.nccl_bytes));
       } else {
-        out += fmt::format("<td>{}</td>", format_bytes(res.peak_reserved_bytes + r.nccl_bytes.value_or(0)));
+        out += fmt::format("<td>at least {}</td>", format_bytes(res.peak_reserved_bytes));
       }
     }
     out += "</tr>";
