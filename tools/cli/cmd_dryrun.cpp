@@ -189,6 +189,24 @@ void run_dryrun(const dryrun_args& a) {
     traces.push_back(p);
     loaded_traces.push_back(std::move(loaded).value());
   }
+  // Ranks in order (a process without a rank in its name keeps its place among equals).
+  {
+    std::vector<std::size_t> order(traces.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const auto rank_of = [&](std::size_t i) {
+      const auto who = identity_from_trace_name(traces[i].filename().string());
+      return who && who->rank ? *who->rank : 0;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return rank_of(x) < rank_of(y); });
+    std::vector<fs::path> sorted_paths;
+    std::vector<trace> sorted_traces;
+    for (std::size_t i : order) {
+      sorted_paths.push_back(traces[i]);
+      sorted_traces.push_back(std::move(loaded_traces[i]));
+    }
+    traces = std::move(sorted_paths);
+    loaded_traces = std::move(sorted_traces);
+  }
   if (traces.empty()) {
     throw command_error(fmt::format(
         "the job (exit status {}) made no CUDA allocation through PyTorch: nothing to replay (does it import torch "
@@ -237,9 +255,6 @@ void run_dryrun(const dryrun_args& a) {
     processes.push_back(std::move(doc));
     ranks.push_back(std::move(rank));
   }
-  std::sort(ranks.begin(), ranks.end(), [](const rank_replay& x, const rank_replay& y) {
-    return x.who.rank.value_or(0) < y.who.rank.value_or(0);
-  });
   if (ranks.size() > 1 || a.gpus > 1) text += "\n" + render_rank_text(ranks, gpu_bytes);
   if (!a.html.empty()) {
     std::string generated_by = "phasealloc dryrun --gpu " + a.gpu;
