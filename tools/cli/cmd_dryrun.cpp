@@ -210,8 +210,11 @@ void run_dryrun(const dryrun_args& a) {
   if (traces.empty()) {
     throw command_error(fmt::format(
         "the job (exit status {}) made no CUDA allocation through PyTorch: nothing to replay (does it import torch "
-        "and use the GPU?)",
-        job.exit_status));
+        "and use the GPU?{})",
+        job.exit_status,
+        job.exit_status != 0 ? " Its processes write their traces when they exit; one that is killed or aborts "
+                               "writes none: see the job's errors above"
+                             : ""));
   }
 
   nlohmann::json processes = nlohmann::json::array();
