@@ -116,3 +116,10 @@ def test_the_rank_that_holds_more_runs_out_first(tmp_path):
     totals = page[page.index('<section id="ranks">'):page.index("</section>", page.index('<section id="ranks">'))]
     rank1 = totals[totals.index("rank 1 (GPU 1)"):]
     assert rank1.count("out of memory") == 3 and "out of memory" not in totals[:totals.index("rank 1 (GPU 1)")]
+
+
+def test_gpus_out_of_range_is_refused_before_the_job_runs(tmp_path):
+    marker = tmp_path / "ran"
+    out = dryrun(["--gpus", "17"], ["-c", "open(%r, 'w')" % str(marker)])
+    assert out.returncode != 0 and "--gpus 17: the simulated machine has 1 to 16 GPUs" in out.stderr, out.stderr
+    assert not marker.exists()
