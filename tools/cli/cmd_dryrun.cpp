@@ -10,14 +10,16 @@
 //   on --gpus simulated GPUs (SIMCUDA_GPU count), so every process that uses CUDA (every rank of a
 //   torchrun or accelerate job) writes its own trace with the phases the env-var swap detects (or
 //   the job marks), named by its rank, pid and GPU; the simulator writes each process's books
-//   (NCCL's device memory) at exit (rank_report.hpp). A progress line shows the job is alive. Each trace is then replayed under the
-//   policies (default: pytorch, pytorch:expandable_segments:True, phasealloc) on a simulated GPU of
-//   --gpu bytes: peak reserved / allocated per phase, and whether an allocator runs out of memory.
-//   With several processes a per-rank table follows: peak reserved per phase under each allocator,
-//   NCCL's buffers as their own line, the device total, and which rank runs out first.
-//   --json prints the replay's JSON per process (with "per_rank") plus the job's exit status (the job's own standard
-//   output then goes to standard error); the HTML report is the
-//   replay's (with several ranks: one page with a rank selector). The job's own non-zero exit status is dryrun's, after the report of what it did.
+//   (NCCL's device memory) at exit (rank_report.hpp). A progress line shows the job is alive.
+//   Each trace is then replayed under the policies (default: pytorch,
+//   pytorch:expandable_segments:True, phasealloc) on a simulated GPU of --gpu bytes less the
+//   process's NCCL buffers: peak reserved / allocated per phase, and whether an allocator runs out
+//   of memory. With several processes a per-rank table follows: peak reserved per phase under
+//   each allocator, NCCL's buffers as their own line, the device total, and which rank runs out
+//   first. --json prints the replay's JSON per process (and "per_rank") plus the job's exit status
+//   (the job's own standard output then goes to standard error); the HTML report is the replay's
+//   (with several ranks: one page with a rank selector). The job's own non-zero exit status is
+//   dryrun's, after the report of what it did.
 // Limitations: recording runs under phasealloc's allocator, whose decisions do not change what the
 //   job asks for, but a job that sizes itself from free memory (vLLM's gpu_memory_utilization) sees
 //   phasealloc's free memory while recording. A job that runs out of memory while recording stops
@@ -145,7 +147,9 @@ void run_dryrun(const dryrun_args& a) {
     }
   } cleaner{dir, remove_dir};
 
-  if (a.gpus < 1 || a.gpus > 16) throw command_error(fmt::format("--gpus {}: the simulated machine has 1 to 16 GPUs", a.gpus));
+  if (a.gpus < 1 || a.gpus > 16) {
+    throw command_error(fmt::format("--gpus {}: the simulated machine has 1 to 16 GPUs", a.gpus));
+  }
   std::vector<std::string> argv = {find_launcher("dryrun"), fmt::format("--sim-gpu={}", record_bytes), "--trace",
                                    (dir / rank_trace_pattern).string()};
   if (!a.values.empty()) argv.push_back("--sim-values=" + a.values);
@@ -247,8 +251,8 @@ void run_dryrun(const dryrun_args& a) {
         rank.nccl_bytes ? fmt::format("NCCL's buffers (outside the allocator): {}; the allocator was replayed on {}\n",
                                       format_bytes(nccl), format_bytes(gpu_bytes - nccl))
                         : "NCCL's buffers: unknown (the process wrote no simulator books)\n";
-    text += fmt::format("{}== process {} of {} ({}: rank {}, GPU {})\n{}\n{}On a {} GPU:\n{}", i == 0 ? "" : "\n", i + 1,
-                        traces.size(), report.trace_name, rank.who.rank.value_or(0), rank.who.device,
+    text += fmt::format("{}== process {} of {} ({}: rank {}, GPU {})\n{}\n{}On a {} GPU:\n{}", i == 0 ? "" : "\n",
+                        i + 1, traces.size(), report.trace_name, rank.who.rank.value_or(0), rank.who.device,
                         render_replay_text(report), nccl_line, format_bytes(gpu_bytes), verdicts(report));
     nlohmann::json doc = replay_json(report);
     doc["process"] = i + 1;

@@ -96,7 +96,8 @@ std::string render_rank_text(const std::vector<rank_replay>& ranks, std::size_t 
     for (const phase_stats& p : rank.report.results.front().phases) {
       std::vector<std::string> row = {who + "peak reserved: " + p.name};
       for (const replay_result& r : rank.report.results) {
-        const auto it = std::find_if(r.phases.begin(), r.phases.end(), [&](const phase_stats& q) { return q.name == p.name; });
+        const auto it =
+            std::find_if(r.phases.begin(), r.phases.end(), [&](const phase_stats& q) { return q.name == p.name; });
         row.push_back(it == r.phases.end() ? "-"
                                            : format_bytes(static_cast<std::size_t>(it->peak_reserved_bytes)) +
                                                  (it->num_ooms > 0 ? " OOM" : ""));

@@ -59,7 +59,8 @@ void write_books() {
     if (peak == 0) continue;
     char line[256];
     std::snprintf(line, sizeof line,
-                  "%s{\"device\": %d, \"peak_mapped_bytes\": %zu, \"peak_nccl_bytes\": %zu, \"nccl_bytes_at_exit\": %zu}",
+                  "%s{\"device\": %d, \"peak_mapped_bytes\": %zu, \"peak_nccl_bytes\": %zu, "
+                  "\"nccl_bytes_at_exit\": %zu}",
                   devices.empty() ? "" : ", ", d, peak, peak_nccl_bytes(d), nccl_bytes(d));
     devices += line;
   }
