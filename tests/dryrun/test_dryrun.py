@@ -43,8 +43,11 @@ def test_dryrun_replays_the_job_under_each_allocator(tmp_path):
         # The phases the example marks, recorded by the swap, replayed per phase.
         assert {"generation", "inference", "training", "optimizer"} <= {p["name"] for p in r["phases"]}
     assert html.read_text().startswith("<!DOCTYPE html>")
-    (trace,) = list(traces.iterdir())
-    assert trace.suffix == ".patrace" and trace.stat().st_size > 0
+    (trace,) = list(traces.glob("*.patrace"))
+    assert trace.stat().st_size > 0
+    # Beside it, the simulator's books of the process (device memory outside the allocator).
+    (books,) = list(traces.glob("books.*.json"))
+    assert json.loads(books.read_text())["devices"][0]["peak_nccl_bytes"] == 0
     # The progress and the job's own output go to stderr / through, not into the JSON.
     assert "phasealloc dryrun: job exited with status 0" in out.stderr
 

@@ -1,4 +1,4 @@
-// phasealloc dryrun [--gpu 80GiB] [--record-gpu SIZE] [--policy SPEC ...] [--json] [--html FILE]
+// phasealloc dryrun [--gpu 80GiB] [--gpus N] [--record-gpu SIZE] [--policy SPEC ...] [--json] [--html FILE]
 //                   [--trace-dir DIR] [-q] -- COMMAND [ARGS...]
 //
 // Design note
@@ -6,14 +6,20 @@
 //   allocator?". The simulated GPU runs the unmodified job without one (kernels are skipped,
 //   untouched memory costs no RAM), so the job's real allocation pattern can be recorded at any
 //   model size and replayed under each allocator at the capacity the user plans for.
-// Approach: the job runs under phasealloc-run --sim-gpu=RECORD --trace DIR/trace.%p.patrace, so
-//   every process that uses CUDA writes its own trace with the phases the env-var swap detects (or
-//   the job marks). A progress line shows the job is alive. Each trace is then replayed under the
-//   policies (default: pytorch, pytorch:expandable_segments:True, phasealloc) on a simulated GPU of
-//   --gpu bytes: peak reserved / allocated per phase, and whether an allocator runs out of memory.
-//   --json prints the replay's JSON per process plus the job's exit status (the job's own standard
-//   output then goes to standard error); the HTML report is the
-//   replay's. The job's own non-zero exit status is dryrun's, after the report of what it did.
+// Approach: the job runs under phasealloc-run --sim-gpu=RECORD --trace DIR/rank%r.pid%p.patrace
+//   on --gpus simulated GPUs (SIMCUDA_GPU count), so every process that uses CUDA (every rank of a
+//   torchrun or accelerate job) writes its own trace with the phases the env-var swap detects (or
+//   the job marks), named by its rank, pid and GPU; the simulator writes each process's books
+//   (NCCL's device memory) at exit (rank_report.hpp). A progress line shows the job is alive.
+//   Each trace is then replayed under the policies (default: pytorch,
+//   pytorch:expandable_segments:True, phasealloc) on a simulated GPU of --gpu bytes less the
+//   process's NCCL buffers: peak reserved / allocated per phase, and whether an allocator runs out
+//   of memory. With several processes a per-rank table follows: peak reserved per phase under
+//   each allocator, NCCL's buffers as their own line, the device total, and which rank runs out
+//   first. --json prints the replay's JSON per process (and "per_rank") plus the job's exit status
+//   (the job's own standard output then goes to standard error); the HTML report is the replay's
+//   (with several ranks: one page with a rank selector). The job's own non-zero exit status is
+//   dryrun's, after the report of what it did.
 // Limitations: recording runs under phasealloc's allocator, whose decisions do not change what the
 //   job asks for, but a job that sizes itself from free memory (vLLM's gpu_memory_utilization) sees
 //   phasealloc's free memory while recording. A job that runs out of memory while recording stops
@@ -35,6 +41,7 @@
 #include "phasealloc/conf.hpp"
 #include "phasealloc/oom_report.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
+#include "rank_report.hpp"
 #include "replay_output.hpp"
 #include "text_table.hpp"
 #include "trace_input.hpp"
@@ -46,6 +53,7 @@ namespace fs = std::filesystem;
 
 struct dryrun_args {
   std::string gpu = "80GiB";
+  int gpus = 1;
   std::string record_gpu;
   std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
   std::vector<std::string> policies;
@@ -139,14 +147,22 @@ void run_dryrun(const dryrun_args& a) {
     }
   } cleaner{dir, remove_dir};
 
+  if (a.gpus < 1 || a.gpus > 16) {
+    throw command_error(fmt::format("--gpus {}: the simulated machine has 1 to 16 GPUs", a.gpus));
+  }
   std::vector<std::string> argv = {find_launcher("dryrun"), fmt::format("--sim-gpu={}", record_bytes), "--trace",
-                                   (dir / "trace.%p.patrace").string()};
+                                   (dir / rank_trace_pattern).string()};
   if (!a.values.empty()) argv.push_back("--sim-values=" + a.values);
   argv.push_back("--");
   argv.insert(argv.end(), a.command.begin(), a.command.end());
   std::vector<std::pair<std::string, std::string>> env;
   if (const std::string pp = source_python_path(); !pp.empty()) env.emplace_back("PYTHONPATH", pp);
-  if (std::getenv("SIMCUDA_GPU") == nullptr) env.emplace_back("SIMCUDA_GPU", "quiet:1");
+  // The user's SIMCUDA_GPU first; the GPU count after it (a later key wins).
+  const char* user_sim = std::getenv("SIMCUDA_GPU");
+  std::string sim = user_sim != nullptr ? user_sim : "quiet:1";
+  if (a.gpus > 1) sim += fmt::format("{}count:{}", sim.empty() ? "" : ",", a.gpus);
+  env.emplace_back("SIMCUDA_GPU", sim);
+  env.emplace_back("SIMCUDA_BOOKS", (dir / rank_books_pattern).string());
 
   const bool tty = isatty(STDERR_FILENO) != 0;
   double last_line = -1.0;
@@ -177,45 +193,87 @@ void run_dryrun(const dryrun_args& a) {
     traces.push_back(p);
     loaded_traces.push_back(std::move(loaded).value());
   }
+  // Ranks in order (a process without a rank in its name keeps its place among equals).
+  {
+    std::vector<std::size_t> order(traces.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const auto rank_of = [&](std::size_t i) {
+      const auto who = identity_from_trace_name(traces[i].filename().string());
+      return who && who->rank ? *who->rank : 0;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return rank_of(x) < rank_of(y); });
+    std::vector<fs::path> sorted_paths;
+    std::vector<trace> sorted_traces;
+    for (std::size_t i : order) {
+      sorted_paths.push_back(traces[i]);
+      sorted_traces.push_back(std::move(loaded_traces[i]));
+    }
+    traces = std::move(sorted_paths);
+    loaded_traces = std::move(sorted_traces);
+  }
   if (traces.empty()) {
     throw command_error(fmt::format(
         "the job (exit status {}) made no CUDA allocation through PyTorch: nothing to replay (does it import torch "
-        "and use the GPU?)",
-        job.exit_status));
+        "and use the GPU?{})",
+        job.exit_status,
+        job.exit_status != 0 ? " Its processes write their traces when they exit; one that is killed or aborts "
+                               "writes none: see the job's errors above"
+                             : ""));
   }
 
   nlohmann::json processes = nlohmann::json::array();
+  std::vector<rank_replay> ranks;
   std::string text;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const trace& t = loaded_traces[i];
-    replay_report report;
+    rank_replay rank;
+    if (auto who = identity_from_trace_name(traces[i].filename().string())) rank.who = *who;
+    rank.nccl_bytes = nccl_peak_bytes(dir.string(), rank.who.pid, rank.who.device);
+    const std::size_t nccl = rank.nccl_bytes.value_or(0);
+    if (nccl >= gpu_bytes) {
+      throw command_error(fmt::format("--gpu {}: NCCL's buffers alone take {} on rank {}'s GPU", a.gpu,
+                                      format_bytes(nccl), rank.who.rank.value_or(0)));
+    }
+    replay_report& report = rank.report;
     report.trace_name = traces[i].filename().string();
     report.events = t.events.size();
     report.floor_bytes = summarize(t).peak_live_bytes;
-    report.capacity_bytes = gpu_bytes;
+    report.capacity_bytes = gpu_bytes - nccl;
     for (const std::string& spec : policies) {
       replay_options options;
-      options.capacity_bytes = gpu_bytes;
+      options.capacity_bytes = gpu_bytes - nccl;
       options.timeline_points = a.html.empty() ? 0 : 2000;
       auto r = replay(t, spec, options);
       if (!r) throw command_error(r.error());
       report.results.push_back(std::move(r).value());
     }
-    text += fmt::format("{}== process {} of {} ({})\n{}\nOn a {} GPU:\n{}", i == 0 ? "" : "\n", i + 1, traces.size(),
-                        report.trace_name, render_replay_text(report), format_bytes(gpu_bytes), verdicts(report));
-    if (!a.html.empty()) {
-      std::string generated_by = "phasealloc dryrun --gpu " + a.gpu + " --";
-      for (const auto& c : a.command) generated_by += " " + c;
-      fs::path html = a.html;
-      if (traces.size() > 1) {
-        html.replace_filename(fmt::format("{}.{}{}", html.stem().string(), i + 1, html.extension().string()));
-      }
-      write_replay_html(html.string(), report, generated_by);
-      text += fmt::format("report: {}\n", html.string());
-    }
+    const std::string nccl_line =
+        rank.nccl_bytes ? fmt::format("NCCL's buffers (outside the allocator): {}; the allocator was replayed on {}\n",
+                                      format_bytes(nccl), format_bytes(gpu_bytes - nccl))
+                        : "NCCL's buffers: unknown (the process wrote no simulator books)\n";
+    text += fmt::format("{}== process {} of {} ({}: rank {}, GPU {})\n{}\n{}On a {} GPU:\n{}", i == 0 ? "" : "\n",
+                        i + 1, traces.size(), report.trace_name, rank.who.rank.value_or(0), rank.who.device,
+                        render_replay_text(report), nccl_line, format_bytes(gpu_bytes), verdicts(report));
     nlohmann::json doc = replay_json(report);
     doc["process"] = i + 1;
+    doc["rank"] = rank.who.rank ? nlohmann::json(*rank.who.rank) : nlohmann::json();
+    doc["device"] = rank.who.device;
+    doc["nccl_peak_bytes"] = rank.nccl_bytes ? nlohmann::json(*rank.nccl_bytes) : nlohmann::json();
     processes.push_back(std::move(doc));
+    ranks.push_back(std::move(rank));
+  }
+  if (ranks.size() > 1 || a.gpus > 1) text += "\n" + render_rank_text(ranks, gpu_bytes);
+  if (!a.html.empty()) {
+    std::string generated_by = "phasealloc dryrun --gpu " + a.gpu;
+    if (a.gpus > 1) generated_by += fmt::format(" --gpus {}", a.gpus);
+    generated_by += " --";
+    for (const auto& c : a.command) generated_by += " " + c;
+    if (ranks.size() > 1) {
+      write_rank_html(a.html, ranks, gpu_bytes, generated_by);
+    } else {
+      write_replay_html(a.html, ranks.front().report, generated_by);
+    }
+    text += fmt::format("report: {}\n", a.html);
   }
 
   if (a.json) {
@@ -223,6 +281,7 @@ void run_dryrun(const dryrun_args& a) {
     out["job"] = {{"command", a.command}, {"exit_status", job.exit_status}, {"signaled", job.signaled},
                   {"seconds", job.seconds}, {"record_capacity_bytes", record_bytes}};
     out["processes"] = processes;
+    out["per_rank"] = rank_json(ranks, gpu_bytes);
     std::cout << out.dump(2) << '\n';
   } else {
     std::cout << text;
@@ -242,6 +301,9 @@ void add_dryrun_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "dryrun", "Run an unmodified PyTorch job on a simulated GPU and say whether it fits, under each allocator");
   cmd->add_option("--gpu", args->gpu, "the GPU's memory to plan for (the replays' capacity)")->capture_default_str();
+  cmd->add_option("--gpus", args->gpus,
+                  "simulated GPUs in the machine (SIMCUDA_GPU count), for multi-GPU jobs: torchrun --nproc-per-node N")
+      ->capture_default_str();
   cmd->add_option("--record-gpu", args->record_gpu,
                   "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
                   "would run out of memory finish");

@@ -55,6 +55,10 @@ TEST_F(NcclLifecycleTest, ConnectionBuffersAreDeviceMemoryTakenAtTheFirstCollect
     RANK_CHECK(ncclAllReduce(data, data, 1024, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "all-reduce");
     RANK_CHECK(before - free_bytes() == ring, "first collective took %zu bytes, model says %zu", before - free_bytes(),
                ring);
+    // The simulator's books count NCCL's buffers apart, on the communicator's device only.
+    RANK_CHECK(simcuda_nccl_bytes(rank) == ring && simcuda_peak_nccl_bytes(rank) == ring, "nccl books %zu / %zu",
+               simcuda_nccl_bytes(rank), simcuda_peak_nccl_bytes(rank));
+    RANK_CHECK(simcuda_nccl_bytes(1 - rank) == 0, "another device's nccl books %zu", simcuda_nccl_bytes(1 - rank));
     uint64_t total = 0;
     RANK_CHECK(ncclCommMemStats(comm, ncclStatGpuMemTotal, &total) == ncclSuccess && total == ring, "stats %llu",
                static_cast<unsigned long long>(total));
@@ -77,6 +81,8 @@ TEST_F(NcclLifecycleTest, ConnectionBuffersAreDeviceMemoryTakenAtTheFirstCollect
 
     RANK_CHECK(ncclCommSuspend(comm, SIMCUDA_NCCL_SUSPEND_MEM) == ncclSuccess, "suspend");
     RANK_CHECK(free_bytes() == before, "suspended: everything back");
+    RANK_CHECK(simcuda_nccl_bytes(rank) == 0 && simcuda_peak_nccl_bytes(rank) == ring + p2p, "suspended books %zu / %zu",
+               simcuda_nccl_bytes(rank), simcuda_peak_nccl_bytes(rank));
     uint64_t suspended = 0;
     ncclCommMemStats(comm, ncclStatGpuMemSuspended, &suspended);
     RANK_CHECK(suspended == 1, "suspended flag");
@@ -89,6 +95,7 @@ TEST_F(NcclLifecycleTest, ConnectionBuffersAreDeviceMemoryTakenAtTheFirstCollect
     RANK_CHECK(ncclCommFinalize(comm) == ncclSuccess, "finalize");
     RANK_CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy");
     RANK_CHECK(free_bytes() == before, "destroyed: everything back");
+    RANK_CHECK(simcuda_nccl_bytes(rank) == 0, "destroyed: nccl books %zu", simcuda_nccl_bytes(rank));
     return 0;
   });
   EXPECT_TRUE(all_succeeded(statuses));

@@ -179,6 +179,14 @@ std::size_t peak_mapped_bytes(int device) noexcept;
 /// Live cudaMalloc allocations of `device`.
 std::size_t live_allocations(int device) noexcept;
 
+/// NCCL's own buffers on `device` (the nccl stand-in's connections, outside any framework's
+/// allocator; they are also in mapped_bytes): the stand-in counts what it takes and gives back.
+void count_nccl_taken(int device, std::size_t bytes) noexcept;
+void count_nccl_returned(int device, std::size_t bytes) noexcept;
+/// Bytes NCCL's buffers hold on `device` now / at their peak since start.
+std::size_t nccl_bytes(int device) noexcept;
+std::size_t peak_nccl_bytes(int device) noexcept;
+
 /// cudaMalloc: `bytes` rounded up to 2 MiB of physical memory (the real driver's granularity
 /// for large allocations; small ones share nothing here, so they pay a page each).
 mem_status device_malloc(int device, std::size_t bytes, void** out) noexcept;

@@ -33,6 +33,10 @@ int simcuda_get_counters(struct simcuda_counters* out, size_t bytes);
 /* Device memory mapped now / at its peak (cudaMalloc allocations + cuMemCreate handles). */
 size_t simcuda_mapped_bytes(int device);
 size_t simcuda_peak_mapped_bytes(int device);
+/* NCCL's own buffers on a device (part of the mapped bytes, outside the framework's allocator):
+ * now / at their peak. */
+size_t simcuda_nccl_bytes(int device);
+size_t simcuda_peak_nccl_bytes(int device);
 /* Live cudaMalloc allocations of a device. */
 size_t simcuda_live_allocations(int device);
 /* The range `pointer` lies in: 1 device, 2 pinned host, 3 registered host, 0 unknown. */

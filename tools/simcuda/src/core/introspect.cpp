@@ -20,6 +20,8 @@ int simcuda_get_counters(struct simcuda_counters* out, size_t bytes) {
 
 size_t simcuda_mapped_bytes(int device) { return simcuda::mapped_bytes(device); }
 size_t simcuda_peak_mapped_bytes(int device) { return simcuda::peak_mapped_bytes(device); }
+size_t simcuda_nccl_bytes(int device) { return simcuda::nccl_bytes(device); }
+size_t simcuda_peak_nccl_bytes(int device) { return simcuda::peak_nccl_bytes(device); }
 size_t simcuda_live_allocations(int device) { return simcuda::live_allocations(device); }
 
 int simcuda_pointer_range(const void* pointer, void** base, size_t* bytes, int* device) {

@@ -66,11 +66,13 @@ bool comm_memory::take(std::size_t bytes, int count) {
     if (device_malloc(device_, bytes, &pointer) != mem_status::ok) {
       while (allocations_.size() > first) {
         device_free(allocations_.back().pointer);
+        count_nccl_returned(device_, rounded(allocations_.back().bytes));
         allocations_.pop_back();
       }
       return false;
     }
     allocations_.push_back({pointer, bytes});
+    count_nccl_taken(device_, rounded(bytes));
   }
   return true;
 }
@@ -120,7 +122,10 @@ std::size_t comm_memory::held_bytes() const noexcept {
 }
 
 void comm_memory::release() noexcept {
-  for (const allocation& a : allocations_) device_free(a.pointer);
+  for (const allocation& a : allocations_) {
+    device_free(a.pointer);
+    count_nccl_returned(device_, rounded(a.bytes));
+  }
   allocations_.clear();
 }
 

@@ -16,6 +16,11 @@
 //   (generation, inference, training, optimizer; other names get one from a spare palette).
 // Measures: fragmentation = 1 - peak allocated / peak reserved; the floor for
 //   peak reserved is peak live bytes; "reserved - floor" is what a policy holds above it.
+// Per rank (a multi-GPU job, `phasealloc dryrun --gpus N`): one page, a table of every rank's
+//   device total per policy (the allocator's peak reserved plus NCCL's buffers, which no allocator
+//   traces), then a rank selector that shows one rank's whole report at a time. The selector is
+//   radio buttons and CSS (:checked), so the page still has no script; each rank's element ids get
+//   the rank's prefix, so the ids stay unique.
 // Limitations: the timeline draws the replay's samples (maxima over windows of events), thinned
 //   again by maximum to about 2,000 points, so a peak is never lost but short dips may be; the
 //   allocated area is the first policy's (allocated is policy-independent up to rounding; another
@@ -25,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -42,6 +48,13 @@ struct report_input {
   std::string generated_by;           ///< The command line that produced the report.
 };
 
+/// One rank of a multi-GPU job, for the per-rank page.
+struct rank_report_input {
+  std::string label;                     ///< "rank 0 (GPU 0)"
+  std::optional<std::size_t> nccl_bytes; ///< NCCL's device memory outside the allocator (nullopt: unknown)
+  report_input report;                   ///< Its replays (capacity: the GPU less NCCL's buffers).
+};
+
 /// The whole page, UTF-8. Never fails: missing data (no events, no phases, no results) is said
 /// on the page instead of drawn.
 std::string render_html_report(const report_input& input);
@@ -49,5 +62,13 @@ std::string render_html_report(const report_input& input);
 /// Renders and writes `path` (replacing it). The error names the path and what went wrong.
 result<std::monostate, std::string> write_html_report(const std::filesystem::path& path,
                                                       const report_input& input);
+
+/// One page for every rank: the per-rank table of device totals, then the rank selector over each
+/// rank's report. `gpu_bytes`: the GPU's whole memory.
+std::string render_rank_report(const std::vector<rank_report_input>& ranks, std::size_t gpu_bytes,
+                               const std::string& generated_by);
+result<std::monostate, std::string> write_rank_report(const std::filesystem::path& path,
+                                                      const std::vector<rank_report_input>& ranks,
+                                                      std::size_t gpu_bytes, const std::string& generated_by);
 
 }  // namespace phasealloc

@@ -1,0 +1,125 @@
+"""phasealloc dryrun across ranks: a torchrun job on --gpus simulated GPUs, every rank recorded and
+replayed, with NCCL's buffers (device memory outside the allocator, from the simulator's books) as
+their own line, the device total, and which rank runs out first."""
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from test_dryrun import dryrun
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MIB = 1 << 20
+CHANNELS = 4  # NCCL_MAX_NCHANNELS for the jobs: NCCL's buffers scale with it
+
+
+def nccl_model_bytes(channels):
+    """NCCL's collective buffers per rank as the simulator models them (tools/simcuda/src/nccl/README.md):
+    per channel one receive connection of SIMPLE (4 MiB) + LL (512 KiB) + LL128 (4800 KiB) buffers,
+    each allocation in whole 2 MiB pages."""
+    connection = 4 * MIB + 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8
+    return channels * (-(-connection // (2 * MIB)) * 2 * MIB)
+
+
+def torchrun(world, script, *args):
+    port = 29500 + (os.getpid() * 13 + len(args)) % 2000
+    return ["-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(port), script] + \
+        [str(a) for a in args]
+
+
+@pytest.fixture(autouse=True)
+def few_channels(monkeypatch):
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", str(CHANNELS))
+
+
+def parse_bytes(text):
+    number, unit = text.split()
+    return float(number) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+
+
+def rank_rows(stdout):
+    """The per-rank table's rows: (rank, gpu, what) -> [cell per allocator]."""
+    lines = stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("Per rank on a "))
+    rows = {}
+    for line in lines[start + 3:]:
+        m = re.match(r"(\d+) \(GPU (\d+)\) (.+?)\s{2,}(.*)$", line)
+        if not m:
+            break
+        rows[(int(m.group(1)), int(m.group(2)), m.group(3))] = re.split(r"\s{2,}", m.group(4).strip())
+    return rows
+
+
+def test_ddp_job_per_rank_table_and_json(tmp_path):
+    """A 2-rank DDP step of a tiny Llama (tests/gpu/nccl_job_rank.py): each rank's own trace, NCCL's
+    line equal to the modelled buffers, and the JSON's numbers equal to the table's."""
+    job = torchrun(2, os.path.join(REPO, "tests", "gpu", "nccl_job_rank.py"), "ddp", tmp_path)
+    text = dryrun(["--gpu", "16GiB", "--gpus", "2", "--html", ""], job)
+    assert text.returncode == 0, text.stdout[-3000:] + text.stderr[-6000:]
+    rows = rank_rows(text.stdout)
+    assert {k[:2] for k in rows} == {(0, 0), (1, 1)}, text.stdout  # rank r on GPU r (LOCAL_RANK)
+    for rank in (0, 1):
+        nccl = rows[(rank, rank, "NCCL (outside the allocator)")]
+        assert len(nccl) == 3 and all(parse_bytes(c) == nccl_model_bytes(CHANNELS) for c in nccl), text.stdout
+        assert any(k[0] == rank and k[2].startswith("peak reserved: ") for k in rows), text.stdout
+    assert re.search(r"every rank fits; the fullest: rank [01] \(GPU [01]\)", text.stdout), text.stdout
+
+    js = dryrun(["--gpu", "16GiB", "--gpus", "2", "--json", "--html", ""], job)
+    assert js.returncode == 0, js.stderr[-6000:]
+    doc = json.loads(js.stdout)["per_rank"]
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1] and [r["device"] for r in doc["ranks"]] == [0, 1]
+    for r in doc["ranks"]:
+        assert r["nccl_peak_bytes"] == nccl_model_bytes(CHANNELS)
+        for res in r["results"]:
+            assert res["capacity_bytes"] == (16 << 30) - r["nccl_peak_bytes"]
+            assert res["device_total_bytes"] == res["peak_reserved_bytes"] + r["nccl_peak_bytes"]
+            assert res["ooms"] == 0 and res["peak_reserved_bytes"] > 0
+            # The same job's table says the same (rounded as the table prints it).
+            for p in res["phases"]:
+                cell = rows[(r["rank"], r["device"], "peak reserved: " + p["name"])]
+                printed = cell[[x["policy"] for x in r["results"]].index(res["policy"])]
+                assert abs(parse_bytes(printed) - p["peak_reserved_bytes"]) <= 0.01 * p["peak_reserved_bytes"] + 1024
+            total = rows[(r["rank"], r["device"], "device total")][[x["policy"] for x in r["results"]].index(res["policy"])]
+            assert abs(parse_bytes(total) - res["device_total_bytes"]) <= 0.01 * res["device_total_bytes"]
+    assert all(f["fits"] for f in doc["runs_out_first"])
+
+
+def test_the_rank_that_holds_more_runs_out_first(tmp_path):
+    """Rank 1 holds 512 MiB more than rank 0: on a 512 MiB GPU rank 0 fits, rank 1 runs out, under
+    every allocator; the job itself ran on a larger simulated GPU (--record-gpu)."""
+    job = torchrun(2, os.path.join(HERE, "uneven_ranks_job.py"), 64, 512)
+    html = tmp_path / "ranks.html"
+    out = dryrun(["--gpu", "512MiB", "--record-gpu", "4GiB", "--gpus", "2", "--json", "--html", str(html)], job)
+    assert out.returncode == 0, out.stderr[-6000:]
+    doc = json.loads(out.stdout)["per_rank"]
+    by_rank = {r["rank"]: r for r in doc["ranks"]}
+    assert sorted(by_rank) == [0, 1]
+    assert all(r["nccl_peak_bytes"] == nccl_model_bytes(CHANNELS) for r in doc["ranks"])
+    assert all(res["ooms"] == 0 for res in by_rank[0]["results"])
+    assert all(res["ooms"] > 0 for res in by_rank[1]["results"])
+    assert len(doc["runs_out_first"]) == 3
+    for first in doc["runs_out_first"]:
+        assert first["rank"] == 1 and first["device"] == 1 and not first["fits"] and first["phases"], first
+    # One page for both ranks: the totals table, and the rank selector over each rank's report
+    # (radio buttons and CSS: no script), every element id unique.
+    page = html.read_text()
+    assert "<script" not in page
+    assert '<label for="rank-select-0">rank 0 (GPU 0)</label>' in page
+    assert '<label for="rank-select-1">rank 1 (GPU 1)</label>' in page
+    assert page.count('class="rank-page"') == 2
+    ids = re.findall(r'id="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    totals = page[page.index('<section id="ranks">'):page.index("</section>", page.index('<section id="ranks">'))]
+    rank1 = totals[totals.index("rank 1 (GPU 1)"):]
+    assert rank1.count("out of memory") == 3 and "out of memory" not in totals[:totals.index("rank 1 (GPU 1)")]
+
+
+def test_gpus_out_of_range_is_refused_before_the_job_runs(tmp_path):
+    marker = tmp_path / "ran"
+    out = dryrun(["--gpus", "17"], ["-c", "open(%r, 'w')" % str(marker)])
+    assert out.returncode != 0 and "--gpus 17: the simulated machine has 1 to 16 GPUs" in out.stderr, out.stderr
+    assert not marker.exists()
