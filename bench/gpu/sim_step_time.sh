@@ -58,7 +58,9 @@ if [ -z "$json" ]; then
 fi
 
 cd "$repo"
-SIMCUDA_GPU="${SIMCUDA_GPU:+$SIMCUDA_GPU,}quiet:1" \
+# values:off (unless SIMCUDA_GPU says otherwise): host time is the allocators' and PyTorch's, not the
+# value mode's CPU work, and generate() decodes the fixed length the benchmark asks for.
+SIMCUDA_GPU="values:off,quiet:1${SIMCUDA_GPU:+,$SIMCUDA_GPU}" \
 PHASEALLOC_LIBRARY="$library" PHASEALLOC_SIMCUDA_DIR="$sim_dir" \
   "$repo/interpose/python/bin/phasealloc-run" --sim-gpu="$sim_gpu" --native -- \
   "$python" "$repo/bench/gpu/rlhf_ppo.py" \

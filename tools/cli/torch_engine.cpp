@@ -85,10 +85,12 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
     auto written = write_trace_text(t, out, trace_path.string());
     if (!written) throw command_error(written.error().message());
   }
+  // values:off: the replay drives the allocator itself, no operation's value matters, and the
+  // simulated memory stays untouched (a replay at 80 GiB needs no host memory for it).
   const std::string python_path = source_python_path();
   std::error_code ec;
   const std::string command = fmt::format(
-      "env PYTORCH_CUDA_ALLOC_CONF={} SIMCUDA_GPU=quiet:1 {}{} --sim-gpu={} --native -- {} -m phasealloc.torch_replay "
+      "env PYTORCH_CUDA_ALLOC_CONF={} SIMCUDA_GPU=quiet:1,values:off {}{} --sim-gpu={} --native -- {} -m phasealloc.torch_replay "
       "{} --out {} >{} 2>&1",
       shell_quote(conf), python_path.empty() ? "" : "PYTHONPATH=" + shell_quote(python_path) + " ",
       shell_quote(launcher), capacity_bytes, shell_quote(python), shell_quote(trace_path.string()),

@@ -28,7 +28,7 @@ def _library(required=True):
         except (OSError, AttributeError):
             continue
         for function in ("simcuda_mapped_bytes", "simcuda_peak_mapped_bytes", "simcuda_live_allocations",
-                         "simcuda_capacity_bytes"):
+                         "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes"):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
         lib.simcuda_pointer_range.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
@@ -74,6 +74,13 @@ class simulator:
 
     def peak_mapped(self, device=0):
         return self.lib.simcuda_peak_mapped_bytes(device)
+
+    def nccl(self, device=0):
+        """NCCL's own buffers on the device now (its memory model, outside PyTorch's allocator)."""
+        return self.lib.simcuda_nccl_bytes(device)
+
+    def peak_nccl(self, device=0):
+        return self.lib.simcuda_peak_nccl_bytes(device)
 
     def live_allocations(self, device=0):
         return self.lib.simcuda_live_allocations(device)
