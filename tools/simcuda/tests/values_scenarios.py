@@ -237,26 +237,24 @@ def trained(trainer):
             "allocator": torch.cuda.get_allocator_backend()}
 
 
-def scenario_trl_grpo_three_steps():
-    """TRL's GRPOTrainer, unmodified, with a Python reward function."""
+def grpo_three_steps(**config):
+    """TRL's GRPOTrainer, unmodified, with a Python reward function; `config` adds GRPOConfig keys."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = GRPOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
+    args = GRPOConfig(num_generations=4, max_completion_length=16, **config, **common_args(model_dir))
     return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
                                train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+
+
+def scenario_trl_grpo_three_steps():
+    return grpo_three_steps()
 
 
 def scenario_trl_grpo_with_reference_three_steps():
     """GRPO with a KL term (beta > 0): a reference model scores every batch under no_grad."""
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = GRPOConfig(num_generations=4, max_completion_length=16, beta=0.04, **common_args(model_dir))
-    return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
-                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+    return grpo_three_steps(beta=0.04)
 
 
 def scenario_trl_rloo_three_steps():
