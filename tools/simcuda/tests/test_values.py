@@ -133,3 +133,13 @@ def test_a_bad_value_level_is_refused_with_its_name():
                           expect_ok=False)
     assert out.returncode != 0
     assert "values:fast" in out.stderr or "'fast' for values" in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["banner", "quiet"])
+def test_the_value_level_note_is_a_start_up_line_that_quiet_silences(quiet):
+    out = sim_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1" if quiet else "count:1"},
+                          expect_ok=False)
+    sim_harness.result(out, "data_dependent_sizes")
+    noted = [line for line in out.stderr.splitlines() if line.startswith("simcuda: values: observable")]
+    assert len(noted) == (0 if quiet else 1), out.stderr
+    assert ("simcuda: simulated" in out.stderr) == (not quiet), out.stderr

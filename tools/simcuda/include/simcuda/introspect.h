@@ -46,6 +46,8 @@ size_t simcuda_capacity_bytes(void);
 int simcuda_device_count(void);
 /* The value level of SIMCUDA_GPU (values:LEVEL, or the default): "off", "observable" or "exact". */
 const char* simcuda_value_level(void);
+/* 1 where SIMCUDA_GPU has quiet:1 (no start-up lines, simcuda's or its Python side's), else 0. */
+int simcuda_quiet(void);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,7 @@ def _library(required=True):
                          "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes"):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
+        lib.simcuda_quiet.restype = ctypes.c_int
         lib.simcuda_pointer_range.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                               ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
         _lib = lib
@@ -46,6 +47,12 @@ def value_level():
     parses SIMCUDA_GPU and refuses a bad level itself. 'off' where simcuda is not loaded."""
     lib = _library(required=False)
     return lib.simcuda_value_level().decode() if lib is not None else "off"
+
+
+def quiet():
+    """Whether SIMCUDA_GPU asked for no start-up lines (quiet:1)."""
+    lib = _library(required=False)
+    return lib is not None and lib.simcuda_quiet() == 1
 
 
 def simulated_bytes():

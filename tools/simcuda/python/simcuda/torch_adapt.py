@@ -2,7 +2,7 @@
 sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
 keep PyTorch's and transformers' own choices).
 
-Rationale: on the simulator kernels do not run, so what a real job relies on breaks in three places:
+Rationale: on the simulator kernels do not run, so what a real job relies on breaks in four places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
@@ -15,12 +15,21 @@ Rationale: on the simulator kernels do not run, so what a real job relies on bre
   at once. Greedy and sampling decoding stop at exactly max_length instead, the longest a real run
   can go, which is the memory a dry run must plan for. At the other levels generate() is left as
   it is.
+- **A clean exit.** Every graph backward() runs keeps Python objects (the thread-local state it
+  started under: the caller's contextvars, the value mode), and the device thread that ran its
+  CUDA nodes may drop the last reference just after backward() has returned on the main thread.
+  If the interpreter is finalizing by then, the GIL that the release needs ends the thread and the
+  process aborts ("terminate called without an active exception"): 1 in ~6 two-rank FSDP2 jobs
+  here, where kernels take no time and the job exits right after its last step. At exit (after
+  the value mode is popped), one more graph per device, run by the engine directly so that it
+  holds no Python object, returns only once that device's thread has finished every earlier graph.
 
 Limitations: the attention backend changes the job's allocations a little (cuDNN attention takes a
 workspace, the flash kernel a log-sum-exp buffer). Beam search and assisted decoding keep their
 own stop checks.
 """
 
+import atexit
 import os
 import sys
 import threading
@@ -41,10 +50,31 @@ def _gib(n):
     return "%.0f GiB" % (n / 2**30)
 
 
+def _settle_autograd_device_threads():
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return
+    engine = torch.autograd.Variable._execution_engine
+    for index in range(torch.cuda.device_count()):
+        if not torch._C._cuda_hasPrimaryContext(index):
+            continue
+        device = torch.device("cuda", index)
+        try:
+            with torch.enable_grad():
+                leaf = torch.ones(1, device=device, requires_grad=True)
+                out = leaf * 2
+            # tensors, grad_tensors, keep_graph, create_graph, inputs, allow_unreachable, accumulate_grad
+            engine.run_backward((out,), (torch.ones(1, device=device),), False, False, (), True, True)
+        except Exception as error:  # a job ending on a CUDA error: the exit may still race
+            _say("at exit, device %d's autograd thread was not settled (%s: %s)" % (index, type(error).__name__, error))
+
+
 def _adapt_torch(torch):
     torch.backends.cuda.enable_cudnn_sdp(False)
+    atexit.register(_settle_autograd_device_threads)  # before values': runs after its mode is popped
     level = values.install(torch)
-    if level != "off":
+    if level != "off" and not introspect.quiet():
         host_bytes = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         _say("values: %s (operations' outputs computed on the CPU into device memory: a job that fills "
              "%s of simulated GPU memory needs as much of this machine's %s; values:off leaves it untouched)" %

@@ -8,7 +8,7 @@
 //   events:MODE      record | deferred[:TICKS] | sync (see core.hpp)       [record]
 //   fill:BYTE        byte written over every new allocation (0x00..0xff)   [none]
 //   strict:0|1       abort at the first unemulated call                    [0]
-//   quiet:0|1        no start-up banner                                    [0]
+//   quiet:0|1        no start-up lines (the banner, the value-level note)  [0]
 //   values:LEVEL     off | observable | exact (core.hpp's value_level)      [observable]
 //
 // A bad value is fatal: a job must not run on a GPU it did not ask for.

@@ -41,5 +41,6 @@ int simcuda_pointer_range(const void* pointer, void** base, size_t* bytes, int* 
 size_t simcuda_capacity_bytes(void) { return simcuda::current_config().gpu.memory_bytes; }
 int simcuda_device_count(void) { return simcuda::device_count(); }
 const char* simcuda_value_level(void) { return simcuda::value_level_name(simcuda::current_config().values); }
+int simcuda_quiet(void) { return simcuda::current_config().quiet ? 1 : 0; }
 
 }  // extern "C"
