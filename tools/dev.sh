@@ -60,8 +60,12 @@ venv() {
   # Packages that depend on torch come without their dependencies too: pip would otherwise follow
   # torch's own and fetch the CUDA wheels. What they need besides torch is listed in the file.
   grep -E '^(peft|accelerate|trl)==' "$venv_requirements" | xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps
-  grep -v -E -e '^(torch|peft|accelerate|trl)==' -e '^#' -e '^$' "$venv_requirements" |
+  grep -v -E -e '^(torch|peft|accelerate|trl|deepspeed)==' -e '^#' -e '^$' "$venv_requirements" |
     xargs "$venv_dir/bin/python" -m pip install -q
+  # DeepSpeed ships as a source package whose setup imports torch: built against the venv's torch,
+  # with none of its CUDA extensions compiled ahead (DS_BUILD_OPS=0; the jobs use torch's optimizers).
+  grep -E '^deepspeed==' "$venv_requirements" |
+    DS_BUILD_OPS=0 xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps --no-build-isolation
   cp "$venv_requirements" "$stamp"
 }
 

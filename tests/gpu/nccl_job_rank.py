@@ -1,11 +1,16 @@
-"""One rank of test_nccl_jobs.py's torchrun jobs on NCCL: DDP or FSDP2 (fully_shard) of a tiny random
-Llama, 3 training steps, after checks whose results only real data movement can give:
+"""One rank of test_nccl_jobs.py's torchrun jobs on NCCL: DDP, FSDP2 (fully_shard) or DeepSpeed ZeRO-2 /
+ZeRO-3 of a tiny random Llama, 3 training steps, after checks whose results only real data movement
+can give:
 
 - collectives of known host-copied values give the exact result: all-reduce (float32, int64,
   bfloat16), all-gather and reduce-scatter (sum, average) into tensors, all-to-all;
 - DDP: the parameters after wrapping are rank 0's (every rank starts from its own seed; DDP
   broadcasts rank 0's);
 - FSDP2: unsharding (all-gather of the shards) gives back the full parameters of the seeded init.
+- ZeRO-2: as DDP (deepspeed.initialize broadcasts rank 0's parameters);
+- ZeRO-3: gathering the partitioned parameters (deepspeed.zero.GatheredParameters) gives back the
+  full parameters of the seeded init. DeepSpeed's own fused optimizers are CUDA extensions built at
+  run time; the job uses torch.optim.AdamW, as DeepSpeed allows (zero_allow_untested_optimizer).
 
 Both copy through kernels around the collectives, so the parameter checks hold on the simulator at
 its default value level (values:observable computes copies) and on GPUs.
@@ -13,7 +18,7 @@ its default value level (values:observable computes copies) and on GPUs.
 It also reads the device's free memory around the first collective (NCCL's buffers are taken
 there, outside PyTorch's allocator). Writes what it saw to <out_dir>/rank<N>.json.
 
-    python -m torch.distributed.run --nproc-per-node N nccl_job_rank.py {ddp|fsdp2} OUT_DIR
+    python -m torch.distributed.run --nproc-per-node N nccl_job_rank.py {ddp|fsdp2|zero2|zero3} OUT_DIR
 """
 
 import json
@@ -86,7 +91,7 @@ def main(mode, out_dir):
         reference = tiny_llama(seed=1000)  # rank 0's, which DDP broadcasts
         result["params_match"] = all(torch.equal(p.detach().cpu(), q) for p, q in
                                      zip(model.module.parameters(), reference.parameters()))
-    else:
+    elif mode == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
         model = tiny_llama(seed=7).cuda()
@@ -102,15 +107,36 @@ def main(mode, out_dir):
                                      model.named_parameters())
         for module in reversed(modules):
             module.reshard()
+    else:
+        import deepspeed
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        stage = {"zero2": 2, "zero3": 3}[mode]
+        seed = 1000 + rank if stage == 2 else 7  # ZeRO-2 broadcasts rank 0's; ZeRO-3 partitions one init
+        module = tiny_llama(seed=seed)
+        config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+                  "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True}
+        model, _, _, _ = deepspeed.initialize(model=module, config=config,
+                                              optimizer=torch.optim.AdamW(module.parameters(), lr=1e-3))
+        reference = dict(tiny_llama(seed=1000 if stage == 2 else 7).named_parameters())
+        with deepspeed.zero.GatheredParameters(list(model.module.parameters()), enabled=stage == 3):
+            result["params_match"] = all(torch.equal(p.detach().cpu(), reference[name]) for name, p in
+                                         model.module.named_parameters())
+
     generator = torch.Generator().manual_seed(rank)
-    for _ in range(3):
-        ids = torch.randint(0, 256, (2, 32), generator=generator).cuda()
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    if mode in ("ddp", "fsdp2"):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(3):
+            ids = torch.randint(0, 256, (2, 32), generator=generator).cuda()
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    else:
+        for _ in range(3):
+            ids = torch.randint(0, 256, (2, 32), generator=generator).cuda()
+            loss = model(input_ids=ids, labels=ids).loss
+            model.backward(loss)
+            model.step()
     torch.cuda.synchronize()
     result["steps"] = 3
     with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:

@@ -1,11 +1,13 @@
 """Multi-GPU jobs on NCCL, started as users start them: torchrun under phasealloc-run, with
 phasealloc as the allocator and with PyTorch's own (--native). DDP and FSDP2 (fully_shard) of a tiny
-random Llama on 2 and 4 GPUs, 3 training steps each (nccl_job_rank.py). On the simulator the GPUs
+random Llama on 2 and 4 GPUs, DeepSpeed ZeRO-2 and ZeRO-3 on 2, 3 training steps each
+(nccl_job_rank.py). On the simulator the GPUs
 are simulated (SIMCUDA_GPU=count:N) and so is NCCL (tools/simcuda/src/nccl): its collectives move
 and reduce the real bytes between the ranks' processes, and its buffers are device memory outside
 the allocator, which every rank sees in torch.cuda.mem_get_info.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -54,10 +56,13 @@ if pytest is not None and __name__ != "__main__":
     _REASON = skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
+    JOBS = [("ddp", 2), ("ddp", 4), ("fsdp2", 2), ("fsdp2", 4), ("zero2", 2), ("zero3", 2)]
+
     @pytest.mark.parametrize("native", (False, True), ids=("phasealloc", "native"))
-    @pytest.mark.parametrize("world", (2, 4))
-    @pytest.mark.parametrize("mode", ("ddp", "fsdp2"))
+    @pytest.mark.parametrize("mode,world", JOBS, ids=["%s-%d" % job for job in JOBS])
     def test_training_on_nccl(mode, world, native, tmp_path):
+        if mode.startswith("zero") and importlib.util.find_spec("deepspeed") is None:
+            pytest.skip("DeepSpeed is not installed (tests/requirements.txt has it)")
         if not on_simulator():
             import torch
 

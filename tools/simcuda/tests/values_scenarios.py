@@ -3,6 +3,7 @@ the test sets (SIMCUDA_GPU=values:LEVEL) and returns what the test compares with
 on the CPU."""
 
 import sim_harness
+from tiny_rlhf import common_args, prompts, reward_length, tiny_llama_and_tokenizer, trained
 
 
 def scenario_data_dependent_sizes():
@@ -184,57 +185,6 @@ def scenario_moe_routes_by_value():
 
     return {"logits_diff": float((gpu.logits.cpu() - cpu.logits).abs().max()),
             "counts_gpu": counts(gpu.router_logits), "counts_cpu": counts(cpu.router_logits)}
-
-
-def tiny_llama_and_tokenizer():
-    """A tiny random Llama and a word-level tokenizer, built here and saved with save_pretrained (no
-    downloads); returns (model directory, tokenizer)."""
-    import os
-    import tempfile
-
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    out = tempfile.mkdtemp(prefix="trl-")
-    words = ["<pad>", "<eos>", "<bos>", "<unk>"] + ["w%d" % i for i in range(60)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
-                                        bos_token="<bos>", unk_token="<unk>")
-    model_dir = os.path.join(out, "model")
-    tokenizer.save_pretrained(model_dir)
-    config = LlamaConfig(vocab_size=len(words), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(model_dir)
-    return model_dir, tokenizer
-
-
-def prompts(n=32):
-    return ["w%d w%d w%d" % (i % 60, (i * 7) % 60, (i * 11) % 60) for i in range(n)]
-
-
-def reward_length(completions, **kwargs):
-    return [float(len(c.split())) / 10.0 for c in completions]
-
-
-def common_args(model_dir):
-    import os
-
-    return dict(output_dir=os.path.join(os.path.dirname(model_dir), "run"), per_device_train_batch_size=4,
-                max_steps=3, logging_steps=1, report_to=[], save_strategy="no", learning_rate=1e-4, bf16=False,
-                dataloader_num_workers=0, seed=0)
-
-
-def trained(trainer):
-    import torch
-
-    trainer.train()
-    return {"steps": trainer.state.global_step,
-            "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
-            "allocator": torch.cuda.get_allocator_backend()}
 
 
 def grpo_three_steps(**config):

@@ -1,0 +1,68 @@
+"""TRL's GRPOTrainer under `accelerate launch` on 2 GPUs, started as users start it: phasealloc-run,
+then accelerate's launcher, with phasealloc as the allocator and with PyTorch's own (--native).
+On the simulator both GPUs and NCCL are simulated (SIMCUDA_GPU=count:2), and the trainer runs on
+the simulated GPU's default value level: generation stops on values, rewards are real numbers
+(trl_grpo_rank.py)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from gpu_harness import HERE, bridges, child_env, launcher, on_simulator, skip_reason
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+WORLD = 2
+
+
+def run_grpo(native, out_dir):
+    env = child_env("device:cuda_vmm")
+    if on_simulator():
+        env["SIMCUDA_GPU"] = "count:%d,quiet:1" % WORLD
+    command = launcher()
+    if on_simulator():
+        command = [command[0], "--sim-gpu=16GiB"] + command[2:]
+    if native:
+        command.append("--native")
+    command += ["--", sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+                str(WORLD), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", str(31500 + (os.getpid() * 7 + (1 if native else 0)) % 2000),
+                os.path.join(HERE, "trl_grpo_rank.py"), str(out_dir)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-8000:]
+    return [json.loads((out_dir / ("rank%d.json" % r)).read_text()) for r in range(WORLD)]
+
+
+if pytest is not None and __name__ != "__main__":
+    _REASON = skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+    @pytest.mark.parametrize("native", (False, True), ids=("phasealloc", "native"))
+    def test_trl_grpo_under_accelerate_on_two_gpus(native, tmp_path):
+        if importlib.util.find_spec("trl") is None:
+            pytest.skip("TRL is not installed (tests/requirements.txt has it)")
+        if not on_simulator():
+            import torch
+
+            if torch.cuda.device_count() < WORLD:
+                pytest.skip("needs %d GPUs, this machine has %d" % (WORLD, torch.cuda.device_count()))
+        if not native and "c10" not in bridges():
+            pytest.skip("phasealloc under NCCL needs the c10 bridge (built when the build saw torch)")
+        results = run_grpo(native, tmp_path)
+        for rank, r in enumerate(results):
+            assert (r["rank"], r["world"], r["steps"]) == (rank, WORLD, 3), r
+            assert r["ddp"] == "DistributedDataParallel", r  # accelerate wrapped the policy in DDP
+            assert r["allocator"] == ("native" if native else "phasealloc"), r
+            assert len(r["log"]) == 3 and len(r["local_rewards"]) == 3, r
+        # The logged reward of each step is the mean over every process's completions: the gather
+        # moved them. Each process scored different completions, so no process could log it alone.
+        for step in range(3):
+            everyone = results[0]["local_rewards"][step] + results[1]["local_rewards"][step]
+            for r in results:
+                assert r["log"][step]["reward"] == pytest.approx(sum(everyone) / len(everyone), abs=1e-5), (step, r)
+        assert any(results[0]["local_rewards"][s] != results[1]["local_rewards"][s] for s in range(3)), results

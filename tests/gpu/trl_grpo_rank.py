@@ -1,0 +1,54 @@
+"""One process of test_accelerate_jobs.py's job: TRL's GRPOTrainer, unmodified, on a tiny random Llama,
+3 steps, started by `accelerate launch --multi_gpu --num_processes N` (DDP over NCCL). Each process
+generates completions for its share of the prompts and scores them with a Python reward; the
+trainer gathers the rewards of all processes to compute the group advantages, so the metrics it
+logs are the same on every process only if the gather moved the real values. Writes the trainer's
+log history and the rewards this process computed, step by step, to <out_dir>/rank<N>.json.
+
+    accelerate launch --multi_gpu --num_processes N trl_grpo_rank.py OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness"))
+
+from tiny_rlhf import common_args, prompts, reward_length, tiny_llama_and_tokenizer  # noqa: E402
+
+
+def main(out_dir):
+    import torch
+    from accelerate import PartialState
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from transformers import AutoTokenizer
+
+    state = PartialState()
+    with state.main_process_first():  # one process writes the model, the others then read it
+        if state.is_main_process:
+            model_dir, tokenizer = tiny_llama_and_tokenizer(out_dir)
+        else:
+            model_dir = os.path.join(out_dir, "model")
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    args = GRPOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
+    local_rewards = []  # per generation step, the rewards of this process's completions
+
+    def reward(completions, **kwargs):
+        rewards = reward_length(completions, **kwargs)
+        local_rewards.append(rewards)
+        return rewards
+
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=reward, args=args,
+                          train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer)
+    trainer.train()
+    result = {"rank": state.process_index, "world": state.num_processes, "steps": trainer.state.global_step,
+              "log": [h for h in trainer.state.log_history if "loss" in h], "local_rewards": local_rewards,
+              "ddp": type(trainer.model_wrapped).__name__, "allocator": torch.cuda.get_allocator_backend()}
+    with open(os.path.join(out_dir, "rank%d.json" % state.process_index), "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
