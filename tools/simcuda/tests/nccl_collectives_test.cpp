@@ -297,6 +297,45 @@ TEST_F(NcclCollectivesTest, EveryCollectiveMovesTheRightBytesAcrossManyStagingSt
   EXPECT_TRUE(all_succeeded(statuses));
 }
 
+// values:off, the level of dry runs larger than the machine: no kernel computes, and no collective
+// moves a byte (what it would move is garbage there, and copying it would commit host memory for
+// every rank's buffers). The ranks still meet: every operation completes, in order, on every rank.
+TEST_F(NcclCollectivesTest, AtValuesOffOperationsCompleteAndMoveNoBytes) {
+  setenv("SIMCUDA_GPU", "count:4,memory:4GiB,quiet:1,values:off", 1);
+  constexpr int n = 4;
+  constexpr std::size_t count = 600000;  // several staging steps and mailbox turns, were bytes moved
+  constexpr ncclDataType_t t = ncclFloat32;
+  auto statuses = run_ranks(n, [&](int rank, const ncclUniqueId& id) {
+    ncclComm_t comm = join(rank, n, id);
+    const std::size_t nn = n;
+    void* mine = device_buffer(t, count * nn, [&](std::size_t) { return rank + 1.0; });
+    void* out = device_buffer(t, count * nn, [](std::size_t) { return -1.0; });
+    auto untouched = [&](const char* what) {
+      auto got = host_copy(out, t, count * nn);
+      for (std::size_t i = 0; i < count * nn; i += 4999) RANK_CHECK(get(got.data(), i, t) == -1.0, "%s wrote %zu", what, i);
+    };
+    RANK_CHECK(ncclAllReduce(mine, out, count, t, ncclSum, comm, nullptr) == ncclSuccess, "all-reduce");
+    untouched("all-reduce");
+    RANK_CHECK(ncclAllGather(mine, out, count, t, comm, nullptr) == ncclSuccess, "all-gather");
+    untouched("all-gather");
+    RANK_CHECK(ncclReduceScatter(mine, out, count, t, ncclSum, comm, nullptr) == ncclSuccess, "reduce-scatter");
+    untouched("reduce-scatter");
+    RANK_CHECK(ncclBroadcast(mine, out, count, t, 2, comm, nullptr) == ncclSuccess, "broadcast");
+    untouched("broadcast");
+    RANK_CHECK(ncclAlltoAll(mine, out, count, t, comm, nullptr) == ncclSuccess, "all-to-all");
+    untouched("all-to-all");
+    const int peer = rank ^ 1;
+    RANK_CHECK(ncclGroupStart() == ncclSuccess, "group start");
+    RANK_CHECK(ncclRecv(out, count * nn, t, peer, comm, nullptr) == ncclSuccess, "recv");
+    RANK_CHECK(ncclSend(mine, count * nn, t, peer, comm, nullptr) == ncclSuccess, "send");
+    ncclResult_t r = ncclGroupEnd();
+    RANK_CHECK(r == ncclSuccess, "group end: %s", ncclGetErrorString(r));
+    untouched("send/recv");
+    return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
+  });
+  EXPECT_TRUE(all_succeeded(statuses));
+}
+
 TEST_F(NcclCollectivesTest, GroupedSendsAndReceivesExchangeInAnyOrderIncludingWithItself) {
   constexpr int n = 3;
   // 3 MB per message: several times a mailbox, so sender and receiver must take turns.

@@ -3,7 +3,8 @@
 // needs from the others' slots into its output. Steps alternate between two banks of slots, so a
 // step needs one barrier: a rank writing bank b again has passed the barrier after which everyone
 // finished reading it. Reductions combine the ranks' values in rank order, so every rank computes
-// the same bits, as NCCL's do.
+// the same bits, as NCCL's do. At values:off (no kernel computes anything) a collective moves no
+// bytes: the ranks still meet once, so order, peers' failures and the connection memory stay.
 #include <algorithm>
 #include <cstring>
 
@@ -102,6 +103,11 @@ ncclResult_t run_collective(const operation& op) {
   const std::size_t whole = slot_bytes / esize;                                  // elements of a whole slot
   const std::size_t piece = slot_bytes / (esize * static_cast<std::size_t>(n));  // elements of 1/n of one
   exchange x{comm, op.function};
+  if (current_config().values == value_level::off) {
+    if (ncclResult_t r = x.publish(); r != ncclSuccess) return r;
+    x.done();
+    return ncclSuccess;
+  }
   const reduction how = reduction_of(op);
   std::vector<const void*> inputs(static_cast<std::size_t>(n));
 
