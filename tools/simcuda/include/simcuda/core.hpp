@@ -247,6 +247,12 @@ pointer_info find_pointer(const void* pointer) noexcept;
 /// touching memory, so a bad pointer is an error value, not a fault.
 bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept;
 
+/// Whether a copy from `src` to `dst` moves its bytes. Every copy does but one between two device
+/// ranges at values:off: there no kernel computes, and a device-to-device copy is work of the same
+/// kind (torch's copy_ of contiguous tensors is one); skipping it keeps the level's promise that
+/// the job's device memory costs no host memory. Copies from or to the host always move.
+bool copy_moves_bytes(void* dst, const void* src) noexcept;
+
 /// memset of accessible device memory (the caller checked the range). A zero fill over whole
 /// host pages punches them out of the backing memfd instead of writing them: they read as zero
 /// and cost no RAM, so zero-initialised optimizer states of a dry run stay free.

@@ -45,8 +45,8 @@ Levels:
   logits are then its output bias (zero without one): sampling is uniform, greedy decoding picks
   token 0, losses are constant. The level was chosen as the default because it is the cheapest
   that runs TRL's GRPO, RLOO, SFT and DPO trainers unmodified (off does not).
-- off: nothing is computed, and the simulated NCCL's collectives move no bytes either; memory is as
-  the kernels left it. The only level that leaves host memory untouched: what the job writes at the other levels is committed host memory, so a job
+- off: nothing is computed, and neither device-to-device copies nor the simulated NCCL's
+  collectives move bytes (simcuda skips both); memory is as the kernels left it. The only level that leaves host memory untouched: what the job writes at the other levels is committed host memory, so a job
   that fills N GiB of simulated GPU memory needs N GiB of this machine's (torch_adapt says so at
   start-up); dry runs larger than the machine take values:off.
 - The stand-in is also what an operation with no CPU kernel gets at every level (a custom CUDA

@@ -135,7 +135,7 @@ void run_node(const node_work& w, stream* s) {
       tick();
       break;
     case node_kind::memcpy:
-      for (std::size_t row = 0; row < w.height; ++row)
+      for (std::size_t row = 0, rows = copy_moves_bytes(w.dst, w.src) ? w.height : 0; row < rows; ++row)
         std::memmove(static_cast<char*>(w.dst) + row * w.dst_pitch,
                      static_cast<const char*>(w.src) + row * w.src_pitch, w.width);
       count_memcpy(w.width * w.height);

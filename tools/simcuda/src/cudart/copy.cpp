@@ -1,6 +1,7 @@
 // Runtime API: copies and memsets. They are real: device memory is host memory in a device
 // arena, so a copy is a memcpy after both ranges are checked (a bad range is an error value,
-// never a fault inside the simulator). Async variants run at the call, in stream order; on a
+// never a fault inside the simulator); at values:off a device-to-device copy moves nothing
+// (copy_moves_bytes). Async variants run at the call, in stream order; on a
 // capturing stream they become graph nodes (checked now, run at each launch of the graph).
 // Synchronous ones are potentially unsafe calls during a capture (check_unsafe_call).
 #include <cstring>
@@ -42,7 +43,7 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k
   if (bytes == 0) return cudaSuccess;
   cudaError_t e = check_copy(dst, src, bytes, kind);
   if (e != cudaSuccess) return e;
-  std::memmove(dst, src, bytes);
+  if (copy_moves_bytes(dst, src)) std::memmove(dst, src, bytes);
   count_memcpy(bytes);
   tick();
   return cudaSuccess;
@@ -79,8 +80,10 @@ cudaError_t copy_on(cudaStream_t handle, void* dst, std::size_t dpitch, const vo
   bool captured = false;
   cudaError_t e = enqueue(s, handle, work, &captured);
   if (e != cudaSuccess || captured) return e;
+  const bool moves = copy_moves_bytes(dst, src);
   for (std::size_t row = 0; row < height; ++row) {
-    std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
+    if (moves)
+      std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
     count_memcpy(width);
     tick();
   }
