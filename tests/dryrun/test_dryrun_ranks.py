@@ -123,3 +123,26 @@ def test_gpus_out_of_range_is_refused_before_the_job_runs(tmp_path):
     out = dryrun(["--gpus", "17"], ["-c", "open(%r, 'w')" % str(marker)])
     assert out.returncode != 0 and "--gpus 17: the simulated machine has 1 to 16 GPUs" in out.stderr, out.stderr
     assert not marker.exists()
+
+
+def test_fsdp2_example_sharded_across_four_ranks_at_values_off(tmp_path):
+    """The FSDP2 example (phasealloc.examples.fsdp2_llama, built on the meta device, each rank
+    materialising its own shard) in its tiny shape on 4 GPUs at values:off, the level of dry runs
+    larger than the machine: every rank runs its steps, is traced with training and optimizer
+    phases, and holds the same memory (equal shards)."""
+    job = ["-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port",
+           str(29500 + (os.getpid() * 17) % 2000), "-m", "phasealloc.examples.fsdp2_llama", "--shape", "tiny",
+           "--seq", "64", "--steps", "2"]
+    out = dryrun(["--values", "off", "--gpu", "8GiB", "--gpus", "4", "--json", "--html", ""], job)
+    assert out.returncode == 0, out.stderr[-6000:]
+    for rank in range(4):
+        assert "rank %d/4: tiny, 2 steps" % rank in out.stderr, out.stderr[-4000:]
+    doc = json.loads(out.stdout)["per_rank"]
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3] and [r["device"] for r in doc["ranks"]] == [0, 1, 2, 3]
+    peaks = set()
+    for r in doc["ranks"]:
+        for res in r["results"]:
+            assert res["ooms"] == 0 and res["peak_reserved_bytes"] > 0, res
+            assert {"training", "optimizer"} <= {p["name"] for p in res["phases"]}, res["phases"]
+        peaks.add(tuple(res["peak_reserved_bytes"] for res in r["results"]))
+    assert len(peaks) == 1, peaks
