@@ -9,10 +9,15 @@
 #   tools/dev.sh deps    only install the Debian packages
 #   tools/dev.sh venv    only make (or update) the Python venv with the torch wheel
 #   tools/dev.sh build   only configure and build (build/)
+#   tools/dev.sh matrix  the swap suite on each other torch release the frameworks pin
+#                        (MATRIX_TORCH, default "2.11.0 2.13.0 2.14.1"): a venv per release, the
+#                        bridge built against it, the suite on the release build's simulated GPU;
+#                        part of `test` unless SKIP_MATRIX=1
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
-# PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts).
+# PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
+# MATRIX_TORCH, SKIP_MATRIX=1.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -97,6 +102,42 @@ build() {
   configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${python_arg[@]}" --
 }
 
+# The torch releases RLHF frameworks pin besides the main venv's: verl's vLLM extra 2.11, OpenRLHF
+# (vLLM 0.29) 2.13, vLLM 0.33 2.14. Each gets a small venv (torch without its CUDA wheels, and what
+# tests/requirements-swap.txt lists), a build of the bridge against its headers ($build_dir/torch-X.Y.Z,
+# inside the release build so that nothing looking for "the" build (build*/interpose) finds it;
+# interpose/c10/torch_features.cmake leaves out what that torch lacks), and the swap suite on the
+# release build's simulated GPU, whose stand-ins export every checked-in wheel surface.
+matrix_requirements=tests/requirements-swap.txt
+matrix() {
+  local version venv stamp torch_dir failed=() release
+  release=$(realpath -m "$build_dir")
+  for version in ${MATRIX_TORCH:-2.11.0 2.13.0 2.14.1}; do
+    venv=$HOME/.cache/phasealloc/venv-torch$version
+    stamp="$venv/.phasealloc-requirements"
+    if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$matrix_requirements"; }; then
+      log "matrix: making $venv (torch $version without its CUDA wheels)"
+      [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+      "$venv/bin/python" -m pip install -q --upgrade pip
+      "$venv/bin/python" -m pip install -q --no-deps "torch==$version"
+      grep -v -E -e '^#' -e '^$' "$matrix_requirements" | xargs "$venv/bin/python" -m pip install -q
+      cp "$matrix_requirements" "$stamp"
+    fi
+    torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+    log "matrix: torch $version: the bridge built against it ($build_dir/torch-$version), the swap suite"
+    configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
+      -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+    PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
+      PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
+      "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py ||
+      failed+=("$version")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "matrix: the swap suite failed on torch ${failed[*]}" >&2
+    return 1
+  fi
+}
+
 demo() {
   build
   log "main job: replay of the bundled RLHF PPO trace"
@@ -121,6 +162,7 @@ test_all() {
   pip_install
   log "tests (release build)"
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
+  [ "${SKIP_MATRIX:-0}" = 1 ] || matrix
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
@@ -149,5 +191,6 @@ case "${1:-}" in
   build) deps; build ;;
   demo) deps; demo ;;
   test) deps; venv; test_all ;;
-  *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  matrix) deps; build; matrix ;;
+  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
