@@ -172,7 +172,8 @@ void run_dryrun(const dryrun_args& a) {
     if (tty && seconds - last_line < 1.0) return;
     last_line = seconds;
     const auto files = traces_in(dir);
-    std::fprintf(stderr, "%sphasealloc dryrun: job running %.0f s on a simulated %s GPU, %zu process(es) traced, %s%s",
+    // Each process writes its trace when it exits: a count of the finished ones, not of the running.
+    std::fprintf(stderr, "%sphasealloc dryrun: job running %.0f s on a simulated %s GPU, %zu process(es) done and traced (%s)%s",
                  tty ? "\r" : "", seconds, format_bytes(record_bytes).c_str(), files.size(),
                  format_bytes(bytes_in(files)).c_str(), tty ? "   " : "\n");
     std::fflush(stderr);
