@@ -49,6 +49,11 @@ if(TARGET phasealloc)
   endforeach()
 endif()
 
+# Colocation headroom: reserved while each phase runs, and what each transition returned.
+phasealloc_test(NAME replay_headroom_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_headroom_test.cpp
+  DEPS phasealloc::replay LABELS "unit;replay")
+target_compile_definitions(replay_headroom_test PRIVATE PHASEALLOC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
 # Colocated processes share one simulated GPU (tests/data/colocate).
 phasealloc_test(NAME replay_colocate_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_colocate_test.cpp
   DEPS phasealloc::replay LABELS "unit;replay")
