@@ -66,3 +66,17 @@ if(TARGET phasealloc)
     set_tests_properties(cli_replay_colocate_${case} PROPERTIES LABELS "unit;cli;replay" TIMEOUT 300)
   endforeach()
 endif()
+
+# phasealloc tune: the front, the recommendation, the line to paste (tools/cli/tune_search.hpp).
+if(TARGET phasealloc_cli_core)
+  phasealloc_test(NAME tune_search_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/tune_search_test.cpp
+    DEPS phasealloc_cli_core LABELS "unit;cli;policy")
+endif()
+if(TARGET phasealloc)
+  foreach(case outcome bad_input)
+    add_test(NAME cli_tune_${case}
+      COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli/tune_case.sh ${case} $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}
+              ${CMAKE_CURRENT_BINARY_DIR}/tune)
+    set_tests_properties(cli_tune_${case} PROPERTIES LABELS "unit;cli;policy;replay" TIMEOUT 300)
+  endforeach()
+endif()
