@@ -8,7 +8,6 @@
 
 #include "html_escape.hpp"
 #include "html_legend.hpp"
-#include "palette.hpp"
 #include "phasealloc/oom_report.hpp"
 #include "report_format.hpp"
 
@@ -32,8 +31,7 @@ std::string held_table(const report_input& input) {
       const auto [i, p] = entries[k];
       std::string phase_cell;
       if (k == 0) {
-        phase_cell = fmt::format(R"(<th scope="rowgroup" rowspan="{}" class="phase-cell">{} {}</th>)", entries.size(),
-                                 box_swatch(phase_colour(name), 0.3), html_escape(name));
+        phase_cell = phase_group_cell(name, entries.size());
       }
       rows += fmt::format(R"(<tr class="{}">{}<td class="policy-cell">{}</td><td class="num">{}</td>)"
                           R"(<td class="num">{}</td><td class="num">{}</td></tr>)",
