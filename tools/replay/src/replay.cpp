@@ -102,6 +102,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     // Colocation headroom: the level between two events is the one the first left.
     const bool timed = n > 1 && t.events.back().time_ns > t.events.front().time_ns;
     residency_meter residency(current_phase, timed);
+    residency.level(eng.levels().reserved_bytes);  // a recorded layout starts above zero
 
     recorded_comparison& rec = out.recorded;
     std::size_t recorded_level = 0;
@@ -182,7 +183,9 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
           if (!rec.largest_divergence || gap(d) > gap(*rec.largest_divergence)) rec.largest_divergence = d;
         }
       }
-      residency.level(eng.levels().reserved_bytes);
+      // Only allocations (growth, out-of-memory releases), phase changes and empty_cache move the
+      // reserved level; a free or a record_stream never does.
+      if (e.op == trace_event_op::alloc || e.op == trace_event_op::empty_cache) residency.level(eng.levels().reserved_bytes);
       if (stride != 0) {
         const memory_levels l = eng.levels();
         window.allocated_bytes = std::max(window.allocated_bytes, l.allocated_bytes);

@@ -36,26 +36,16 @@ std::size_t residency_meter::phase_index(std::string_view name) {
   return phases_.size() - 1;
 }
 
-void residency_meter::advance(std::uint64_t time_ns) {
-  if (!by_time_) {
-    if (started_) {
-      phases_[current_].duration_ns += 1;
-      area_[current_] += static_cast<long double>(reserved_);
-    }
-    started_ = true;
-    return;
-  }
-  if (started_ && time_ns > last_ns_) {
-    const std::uint64_t dt = time_ns - last_ns_;
-    phases_[current_].duration_ns += dt;
-    area_[current_] += static_cast<long double>(reserved_) * static_cast<long double>(dt);
-  }
-  if (!started_ || time_ns > last_ns_) last_ns_ = time_ns;
-  started_ = true;
+void residency_meter::flush() noexcept {
+  phases_[current_].duration_ns += current_duration_;
+  area_[current_] += current_area_;
+  current_duration_ = 0;
+  current_area_ = 0;
 }
 
 void residency_meter::transition(std::size_t event, std::uint64_t time_ns, std::string_view to,
                                  std::size_t reserved_before_bytes, std::size_t reserved_after_bytes) {
+  flush();
   const std::string from = phases_[current_].name;
   reserved_ = reserved_after_bytes;
   current_ = phase_index(to);
@@ -64,14 +54,15 @@ void residency_meter::transition(std::size_t event, std::uint64_t time_ns, std::
                                            reserved_after_bytes});
 }
 
-colocation_headroom residency_meter::finish() const {
+colocation_headroom residency_meter::finish() {
+  flush();
   colocation_headroom out;
   out.weighted_by = by_time_ ? "time" : "events";
   out.transitions = transitions_;
   for (std::size_t i = 0; i < phases_.size(); ++i) {
     phase_residency p = phases_[i];
     // A phase that lasted no time holds, for the instant it ran, the level it was entered at.
-    p.mean_reserved_bytes = p.duration_ns > 0 ? static_cast<double>(area_[i] / static_cast<long double>(p.duration_ns))
+    p.mean_reserved_bytes = p.duration_ns > 0 ? area_[i] / static_cast<double>(p.duration_ns)
                                               : static_cast<double>(entered_bytes_[i]);
     out.phases.push_back(std::move(p));
   }

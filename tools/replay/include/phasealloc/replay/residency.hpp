@@ -77,7 +77,20 @@ class residency_meter {
   residency_meter(std::string_view first_phase, bool weigh_by_time);
   /// Before event at `time_ns` is replayed: the level since the previous event accrues to the
   /// current phase.
-  void advance(std::uint64_t time_ns);
+  void advance(std::uint64_t time_ns) noexcept {
+    if (!by_time_) {
+      current_area_ += started_ ? static_cast<double>(reserved_) : 0.0;
+      current_duration_ += started_ ? 1 : 0;
+      started_ = true;
+      return;
+    }
+    if (started_ && time_ns > last_ns_) {
+      current_duration_ += time_ns - last_ns_;
+      current_area_ += static_cast<double>(reserved_) * static_cast<double>(time_ns - last_ns_);
+    }
+    if (!started_ || time_ns > last_ns_) last_ns_ = time_ns;
+    started_ = true;
+  }
   /// After an event: the reserved level it left.
   void level(std::size_t reserved_bytes) noexcept { reserved_ = reserved_bytes; }
   /// A transition at `event`; `reserved_before_bytes` is the level before set_phase, level() then
@@ -85,14 +98,18 @@ class residency_meter {
   void transition(std::size_t event, std::uint64_t time_ns, std::string_view to, std::size_t reserved_before_bytes,
                   std::size_t reserved_after_bytes);
   /// The result; peak_reserved_bytes of each phase is left for the caller (the engine's books).
-  colocation_headroom finish() const;
+  colocation_headroom finish();
 
  private:
   std::size_t phase_index(std::string_view name);
+  /// Adds the current phase's running sums to its books.
+  void flush() noexcept;
 
   bool by_time_;
   std::vector<phase_residency> phases_;
-  std::vector<long double> area_;  ///< Per phase: sum of level x duration.
+  std::vector<double> area_;  ///< Per phase: sum of level x duration (flushed).
+  double current_area_ = 0;  ///< The current phase's, since its sums were last flushed.
+  std::uint64_t current_duration_ = 0;
   std::vector<std::size_t> entered_bytes_;  ///< Per phase: the level it was first entered at.
   std::vector<transition_return> transitions_;
   std::size_t current_ = 0;
