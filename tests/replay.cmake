@@ -49,6 +49,11 @@ if(TARGET phasealloc)
   endforeach()
 endif()
 
+# Colocation headroom: reserved while each phase runs, and what each transition returned.
+phasealloc_test(NAME replay_headroom_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_headroom_test.cpp
+  DEPS phasealloc::replay LABELS "unit;replay")
+target_compile_definitions(replay_headroom_test PRIVATE PHASEALLOC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
 # Colocated processes share one simulated GPU (tests/data/colocate).
 phasealloc_test(NAME replay_colocate_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/replay_colocate_test.cpp
   DEPS phasealloc::replay LABELS "unit;replay")
@@ -59,5 +64,19 @@ if(TARGET phasealloc)
       COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli/replay_colocate_case.sh ${case} $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}
               ${CMAKE_CURRENT_BINARY_DIR}/replay_colocate)
     set_tests_properties(cli_replay_colocate_${case} PROPERTIES LABELS "unit;cli;replay" TIMEOUT 300)
+  endforeach()
+endif()
+
+# phasealloc tune: the front, the recommendation, the line to paste (tools/cli/tune_search.hpp).
+if(TARGET phasealloc_cli_core)
+  phasealloc_test(NAME tune_search_test SRCS ${CMAKE_CURRENT_LIST_DIR}/unit/tune_search_test.cpp
+    DEPS phasealloc_cli_core LABELS "unit;cli;policy")
+endif()
+if(TARGET phasealloc)
+  foreach(case outcome bad_input)
+    add_test(NAME cli_tune_${case}
+      COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/cli/tune_case.sh ${case} $<TARGET_FILE:phasealloc> ${CMAKE_SOURCE_DIR}
+              ${CMAKE_CURRENT_BINARY_DIR}/tune)
+    set_tests_properties(cli_tune_${case} PROPERTIES LABELS "unit;cli;policy;replay" TIMEOUT 300)
   endforeach()
 endif()

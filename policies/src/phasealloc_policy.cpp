@@ -45,7 +45,7 @@ std::string_view to_string(transition_release r) {
 }  // namespace
 
 phasealloc_policy::phasealloc_policy(phasealloc_policy_options options) : options_(std::move(options)) {
-  pools_.push_back(pool_traits{"small", true, true, size_classes[0].page_bytes, false});
+  pools_.push_back(pool_traits{"small", true, true, size_classes[0].page_bytes, false, options_.small_grow_bytes});
   pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false, options_.grow_bytes});
   pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true, 0});
   pools_.push_back(pool_traits{"rollout", false, true, options_.page_bytes, false, options_.grow_bytes});
@@ -70,6 +70,10 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.page_bytes = *v;
   }
   if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
+  if (auto v = reader.get_bytes("small_grow")) {
+    if (*v % size_classes[0].page_bytes != 0) reader.fail("small_grow", "must be a multiple of 2MiB (0: one page)");
+    else o.small_grow_bytes = *v;
+  }
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
   if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
   if (auto v = reader.get_string("rollout_phases")) {
@@ -109,6 +113,7 @@ std::string phasealloc_policy::spec() const {
   if (options_.reclaim_min_run_bytes != 128 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
+  if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
   if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
     s += fmt::format(",phase_pools:{}", options_.phase_pools);

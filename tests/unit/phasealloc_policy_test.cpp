@@ -199,6 +199,37 @@ TEST(PhaseallocPolicyTest, RegrowthAfterATransitionReleaseTakesFewCallsAndKeepsT
   EXPECT_GE(learned.at("training").bytes(), 16 * 40 * mib);
 }
 
+TEST(PhaseallocPolicyTest, SmallPoolGrowsByTwoPagesPerMapCall) {
+  // 256 small long-lived tensors of 64 KiB (16 MiB, LoRA-adapter-like), then each step releases
+  // every free page at its end and 128 short-lived 64 KiB tensors come back: the small pool regrows
+  // 8 MiB. Page by page that is one map per 2 MiB; with small_grow (two pages) half as many.
+  rig pages("phasealloc:release:all,release_threshold:0,small_grow:0");
+  rig two("phasealloc:release:all,release_threshold:0");
+  std::vector<std::int64_t> maps;
+  std::vector<std::size_t> peaks;
+  for (rig* r : {&pages, &two}) {
+    r->eng.set_phase("load");
+    std::vector<device_address> adapters;
+    for (int i = 0; i < 256; ++i) adapters.push_back(r->alloc(64 * kib));
+    for (int step = 0; step < 3; ++step) {
+      r->eng.set_phase("training");
+      std::vector<device_address> temporaries;
+      for (int i = 0; i < 128; ++i) temporaries.push_back(r->alloc(64 * kib));
+      for (device_address a : temporaries) r->free(a);
+      r->eng.set_phase("optimizer");  // release:all returns the 8 MiB of free small pages
+    }
+    maps.push_back(r->eng.stats().num_device_map);
+    peaks.push_back(r->peak_reserved());
+    for (device_address a : adapters) r->free(a);
+  }
+  // Load 16 MiB + 3 regrowths of 8 MiB: 8 + 12 = 20 pages (and the reservations' first maps).
+  EXPECT_GE(maps[0], 20);
+  EXPECT_LE(maps[1], maps[0] / 2 + 1);
+  // The peak moves by at most the one extra page the last growth maps ahead.
+  EXPECT_LE(peaks[1], peaks[0] + 2 * mib);
+  EXPECT_EQ(peaks[0], 24 * mib);
+}
+
 TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
   // ProTrain-style offload: every iteration the optimizer reloads 4 parameter chunks (tag 7),
   // uses them, and offloads them again, while other phases come and go.
@@ -297,6 +328,8 @@ TEST(PhaseallocPolicyTest, ConfigErrorsNameTheKey) {
   EXPECT_THAT(make_policy("phasealloc:map_ahead:maybe").error(), HasSubstr("'map_ahead'"));
   EXPECT_THAT(make_policy("phasealloc:phase_pools:2").error(), HasSubstr("'phase_pools'"));
   EXPECT_THAT(make_policy("phasealloc:rollout_phases:[]").error(), HasSubstr("rollout_phases"));
+  EXPECT_THAT(make_policy("phasealloc:small_grow:3MiB").error(), HasSubstr("'small_grow'"));
+  EXPECT_EQ(make_policy("phasealloc:small_grow:0").value()->spec(), "phasealloc:release:adaptive,small_grow:0");
   auto ok = make_policy("phasealloc:release:all,pin_tags:[7,8],page:4MiB");
   ASSERT_TRUE(ok.has_value()) << ok.error();
   EXPECT_EQ(ok.value()->spec(), "phasealloc:release:all,page:4194304,pin_tags:[7,8]");

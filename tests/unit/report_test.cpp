@@ -373,3 +373,34 @@ TEST(report, write_html_report_names_the_path_on_failure) {
 
 }  // namespace
 }  // namespace phasealloc
+
+namespace phasealloc {
+namespace {
+
+TEST(report, colocation_headroom_lists_phases_and_transitions) {
+  report_input in = report_testing::make_synthetic_report(small());
+  colocation_headroom& h = in.results[0].headroom;
+  h.phases.push_back(phase_residency{"generation", 2, 1000, 3 * gib, 1.5 * static_cast<double>(gib)});
+  h.transitions.push_back(transition_return{10, 100, "training", "generation", 5 * gib, 4 * gib});
+  h.transitions.push_back(transition_return{20, 200, "training", "generation", 7 * gib, 4 * gib});
+  const std::string html = render_html_report(in);
+  const std::size_t section = html.find("Colocation headroom</h2>");
+  ASSERT_NE(section, std::string::npos);
+  const std::string body = html.substr(section);
+  EXPECT_NE(body.find("time-weighted mean"), std::string::npos);
+  EXPECT_NE(body.find(">1.50 GiB<"), std::string::npos);  // the mean
+  EXPECT_NE(body.find(">3.00 GiB<"), std::string::npos);  // the peak, and the largest return
+  EXPECT_NE(body.find(">2.00 GiB<"), std::string::npos);  // returned, mean of 1 and 3 GiB
+  EXPECT_NE(body.find("training \u2192 generation"), std::string::npos);
+}
+
+TEST(report, colocation_headroom_without_phases_says_so) {
+  const report_input in = report_testing::make_synthetic_report(small());
+  const std::string html = render_html_report(in);
+  const std::size_t section = html.find("Colocation headroom</h2>");
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_NE(html.find("No phase statistics", section), std::string::npos);
+}
+
+}  // namespace
+}  // namespace phasealloc

@@ -3,10 +3,7 @@
 // Replays every point of the grids on every trace and ranks the points by peak reserved relative
 // to each trace's floor (mean over traces); points that ran out of memory rank last.
 #include <algorithm>
-#include <atomic>
 #include <iostream>
-#include <mutex>
-#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,7 +15,7 @@
 #include "phasealloc/oom_report.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
-#include "progress_bar.hpp"
+#include "replay_grid.hpp"
 #include "sweep_grid.hpp"
 #include "text_table.hpp"
 #include "trace_input.hpp"
@@ -66,46 +63,15 @@ void run_sweep(const sweep_args& a) {
     if (!specs) throw command_error(specs.error());
     for (std::string& s : specs.value()) points.push_back({std::move(s), {}, 0, 0, 0});
   }
-  for (point& p : points) p.per_trace.resize(traces.size());
 
-  const std::size_t total = points.size() * traces.size();
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::mutex error_mutex;
-  std::string first_error;
-  progress_bar bar(fmt::format("sweeping {} points x {} traces", points.size(), traces.size()), !a.quiet);
-  const auto worker = [&] {
-    for (std::size_t k = next++; k < total; k = next++) {
-      point& p = points[k / traces.size()];
-      const std::size_t ti = k % traces.size();
-      replay_options options;
-      options.capacity_bytes = *capacity;
-      auto r = replay(traces[ti], p.spec, options);
-      if (!r) {
-        std::lock_guard lock(error_mutex);
-        if (first_error.empty()) first_error = r.error();
-        next = total;
-        return;
-      }
-      p.per_trace[ti] = std::move(r).value();
-      const std::size_t d = ++done;
-      if (ti == 0 || d == total) {
-        std::lock_guard lock(error_mutex);
-        bar.update(d, total);
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  const std::size_t thread_count = std::min<std::size_t>(a.jobs, std::max<std::size_t>(1, total));
-  try {
-    for (std::size_t j = 0; j < thread_count; ++j) threads.emplace_back(worker);
-  } catch (const std::system_error& e) {  // the system refused a thread: stop the others, then say so
-    next = total;
-    for (std::thread& t : threads) t.join();
-    throw command_error(fmt::format("--jobs {}: cannot start thread {} ({})", a.jobs, threads.size() + 1, e.what()));
-  }
-  for (std::thread& t : threads) t.join();
-  if (!first_error.empty()) throw command_error(first_error);
+  std::vector<std::string> specs;
+  for (const point& p : points) specs.push_back(p.spec);
+  replay_options options;
+  options.capacity_bytes = *capacity;
+  auto results = replay_grid(traces, specs, options, a.jobs,
+                             fmt::format("sweeping {} points x {} traces", points.size(), traces.size()), !a.quiet);
+  if (!results) throw command_error(results.error());
+  for (std::size_t i = 0; i < points.size(); ++i) points[i].per_trace = std::move(results.value()[i]);
 
   for (point& p : points) {
     for (std::size_t ti = 0; ti < traces.size(); ++ti) {

@@ -8,6 +8,7 @@ namespace phasealloc::cli {
 void add_replay_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_export_command(CLI::App& app);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   phasealloc::cli::add_replay_command(app);
   phasealloc::cli::add_report_command(app);
   phasealloc::cli::add_sweep_command(app);
+  phasealloc::cli::add_tune_command(app);
   phasealloc::cli::add_inspect_command(app);
   phasealloc::cli::add_convert_command(app);
   phasealloc::cli::add_export_command(app);

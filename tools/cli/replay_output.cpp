@@ -44,6 +44,91 @@ nlohmann::json divergence_json(const std::optional<reserved_divergence>& d) {
           {"modelled_reserved_bytes", d->modelled_bytes}};
 }
 
+/// Colocation headroom: reserved while each phase runs (peak / time-weighted mean), and what the
+/// policy returned at each kind of transition (mean per transition, and how many there were).
+std::string render_headroom_text(const std::vector<replay_result>& results) {
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::string>> kinds;
+  for (const replay_result& x : results) {
+    for (const phase_residency& p : x.headroom.phases) {
+      if (std::find(names.begin(), names.end(), p.name) == names.end()) names.push_back(p.name);
+    }
+    for (const transition_summary& t : x.headroom.summarize_transitions()) {
+      if (std::find(kinds.begin(), kinds.end(), std::pair(t.from, t.to)) == kinds.end()) kinds.emplace_back(t.from, t.to);
+    }
+  }
+  if (names.empty()) return {};
+  const std::string weighted = results.front().headroom.weighted_by;
+  std::vector<std::string> header{fmt::format("phase: reserved while it runs, peak / {}-weighted mean",
+                                              weighted == "time" ? "time" : "event")};
+  for (const replay_result& x : results) header.push_back(x.policy);
+  text_table held(header);
+  for (const std::string& name : names) {
+    std::vector<std::string> row{name};
+    for (const replay_result& x : results) {
+      const phase_residency* p = x.headroom.phase(name);
+      row.push_back(p == nullptr ? "-"
+                                 : fmt::format("{} / {}", format_bytes(p->peak_reserved_bytes),
+                                               format_bytes(static_cast<std::size_t>(p->mean_reserved_bytes))));
+    }
+    held.add(std::move(row));
+  }
+  std::string out = "\n" + held.render();
+  if (kinds.empty()) return out;
+  header = {"transition: returned, mean per transition (count)"};
+  for (const replay_result& x : results) header.push_back(x.policy);
+  text_table returned(header);
+  for (const auto& [from, to] : kinds) {
+    std::vector<std::string> row{fmt::format("{} -> {}", from, to)};
+    for (const replay_result& x : results) {
+      std::string cell = "-";
+      for (const transition_summary& t : x.headroom.summarize_transitions()) {
+        if (t.from == from && t.to == to) {
+          cell = fmt::format("{} ({})", format_bytes(static_cast<std::size_t>(t.returned_mean_bytes())), t.count);
+        }
+      }
+      row.push_back(std::move(cell));
+    }
+    returned.add(std::move(row));
+  }
+  return out + "\n" + returned.render();
+}
+
+/// Names as in torch.cuda.memory_stats() where one exists (reserved_bytes.all.peak); the mean and
+/// the bytes returned have no counterpart there.
+nlohmann::json headroom_json(const colocation_headroom& h) {
+  nlohmann::json j;
+  j["weighted_by"] = h.weighted_by;
+  j["phases"] = nlohmann::json::array();
+  for (const phase_residency& p : h.phases) {
+    j["phases"].push_back({{"name", p.name},
+                           {"intervals", p.intervals},
+                           {"duration_ns", p.duration_ns},
+                           {"reserved_bytes.all.peak", p.peak_reserved_bytes},
+                           {"reserved_bytes.all.mean", p.mean_reserved_bytes}});
+  }
+  j["transitions"] = nlohmann::json::array();
+  for (const transition_return& t : h.transitions) {
+    j["transitions"].push_back({{"event", t.event},
+                                {"time_ns", t.time_ns},
+                                {"from", t.from},
+                                {"to", t.to},
+                                {"reserved_bytes.all.before", t.reserved_before_bytes},
+                                {"reserved_bytes.all.after", t.reserved_after_bytes},
+                                {"returned_bytes", t.returned_bytes()}});
+  }
+  j["transition_kinds"] = nlohmann::json::array();
+  for (const transition_summary& t : h.summarize_transitions()) {
+    j["transition_kinds"].push_back({{"from", t.from},
+                                     {"to", t.to},
+                                     {"count", t.count},
+                                     {"returned_bytes.total", t.returned_total_bytes},
+                                     {"returned_bytes.max", t.returned_max_bytes},
+                                     {"returned_bytes.mean", t.returned_mean_bytes()}});
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string recorded_source(const trace& t) {
@@ -145,6 +230,7 @@ std::string render_replay_text(const replay_report& r) {
     }
     out += "\n" + phases.render();
   }
+  out += render_headroom_text(r.results);
   return out;
 }
 
@@ -204,6 +290,7 @@ nlohmann::json replay_json(const replay_report& r) {
                              {"released_bytes", p.released_bytes},
                              {"ooms", p.num_ooms}});
     }
+    j["colocation"] = headroom_json(x.headroom);
     doc["results"].push_back(std::move(j));
   }
   return doc;

@@ -99,12 +99,18 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     std::string current_phase = "unphased";
     out.bands.push_back({current_phase, 0, 0, 0, 0});
 
+    // Colocation headroom: the level between two events is the one the first left.
+    const bool timed = n > 1 && t.events.back().time_ns > t.events.front().time_ns;
+    residency_meter residency(current_phase, timed);
+    residency.level(eng.levels().reserved_bytes);  // a recorded layout starts above zero
+
     recorded_comparison& rec = out.recorded;
     std::size_t recorded_level = 0;
     std::size_t recorded_segments = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const trace_event& e = t.events[i];
       if (options.clock_ns != nullptr) *options.clock_ns = e.time_ns;
+      residency.advance(e.time_ns);
       switch (e.op) {  // the recording's own reserved level
         case trace_event_op::segment_alloc:
           recorded_level += e.bytes;
@@ -153,7 +159,9 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
             out.bands.push_back({next, i, 0, e.time_ns, 0});
             current_phase = next;
           }
+          const std::size_t before = eng.levels().reserved_bytes;
           eng.set_phase(next);
+          residency.transition(i, e.time_ns, next, before, eng.levels().reserved_bytes);
           break;
         }
         case trace_event_op::empty_cache:
@@ -175,6 +183,9 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
           if (!rec.largest_divergence || gap(d) > gap(*rec.largest_divergence)) rec.largest_divergence = d;
         }
       }
+      // Only allocations (growth, out-of-memory releases), phase changes and empty_cache move the
+      // reserved level; a free or a record_stream never does.
+      if (e.op == trace_event_op::alloc || e.op == trace_event_op::empty_cache) residency.level(eng.levels().reserved_bytes);
       if (stride != 0) {
         const memory_levels l = eng.levels();
         window.allocated_bytes = std::max(window.allocated_bytes, l.allocated_bytes);
@@ -215,6 +226,16 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
       if (p.num_allocs == 0 && p.num_frees == 0 && p.name == "unphased") continue;
       if (p.intervals == 0) continue;
       out.phases.push_back(p);
+    }
+    // The phases the engine's books report, with their peaks (which see levels inside an operation).
+    colocation_headroom measured = residency.finish();
+    out.headroom.weighted_by = measured.weighted_by;
+    out.headroom.transitions = std::move(measured.transitions);
+    for (phase_residency& r : measured.phases) {
+      const auto it = std::find_if(out.phases.begin(), out.phases.end(), [&](const phase_stats& p) { return p.name == r.name; });
+      if (it == out.phases.end()) continue;
+      r.peak_reserved_bytes = static_cast<std::size_t>(it->peak_reserved_bytes);
+      out.headroom.phases.push_back(std::move(r));
     }
     if (options.final_state != nullptr) *options.final_state = eng.take_snapshot();
     eng.set_trace_sink(nullptr);

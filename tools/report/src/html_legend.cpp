@@ -67,4 +67,9 @@ std::vector<std::string> phase_names(const report_input& input) {
   return names;
 }
 
+std::string phase_group_cell(std::string_view phase, std::size_t rows) {
+  return fmt::format(R"(<th scope="rowgroup" rowspan="{}" class="phase-cell">{} {}</th>)", rows,
+                     box_swatch(phase_colour(phase), 0.3), html_escape(phase));
+}
+
 }  // namespace phasealloc::report_detail

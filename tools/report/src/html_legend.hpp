@@ -29,6 +29,9 @@ std::string policy_legend_items(const report_input& input);
 /// A coloured dot for table cells, then the escaped policy spec.
 std::string policy_label(std::size_t index, std::string_view policy);
 
+/// The header cell that opens a phase's group of table rows: its swatch and escaped name.
+std::string phase_group_cell(std::string_view phase, std::size_t rows);
+
 /// Phase names in first-seen order over all results' bands and phase stats.
 std::vector<std::string> phase_names(const report_input& input);
 

@@ -92,8 +92,7 @@ std::string render_phase_table(const report_input& input) {
       const auto [i, p] = entries[k];
       std::string phase_cell;
       if (k == 0) {
-        phase_cell = fmt::format(R"(<th scope="rowgroup" rowspan="{}" class="phase-cell">{} {}</th>)", entries.size(),
-                                 box_swatch(phase_colour(phase), 0.3), html_escape(phase));
+        phase_cell = phase_group_cell(phase, entries.size());
       }
       rows += fmt::format(
           R"(<tr class="{}{}">{}<td class="policy-cell">{}</td>{}{}<td class="num">{}</td>{}<td class="num">{} / {}</td>)"

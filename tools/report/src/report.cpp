@@ -10,6 +10,7 @@
 
 #include "html_escape.hpp"
 #include "html_legend.hpp"
+#include "html_headroom.hpp"
 #include "html_tables.hpp"
 #include "measures.hpp"
 #include "page_style.hpp"
@@ -121,6 +122,13 @@ std::string report_body(const report_input& input, const std::string& heading_ta
                       R"(<li>Allocated counts rounded blocks; a policy with OOMs did not serve some requests.</li></ul>)") +
           "\n";
   page += section("phases", "Per phase", render_phase_table(input)) + "\n";
+  page += section("headroom", "Colocation headroom",
+                  render_headroom_tables(input) +
+                      R"(<ul class="notes"><li>Reserved while a phase runs is what a colocated engine (a rollout )"
+                      R"(server on the same GPU) cannot use then: the peak is the room it is guaranteed, the mean )"
+                      R"(the room it has on average.</li><li>Returned: reserved bytes the policy gave back to the )"
+                      R"(device at the transition.</li></ul>)") +
+          "\n";
   return page;
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "phasealloc/devices/model_device.hpp"
+#include "phasealloc/replay/residency.hpp"
 #include "phasealloc/snapshot.hpp"
 #include "phasealloc/trace_sink.hpp"
 #include "phasealloc/stats.hpp"
@@ -128,6 +129,8 @@ struct replay_result {
   std::uint64_t modeled_device_time_ns = 0;
   double wall_seconds = 0;
   std::vector<phase_stats> phases;  ///< Phases that saw any event ("unphased" only if it did).
+  /// Reserved while each phase ran (peak, time-weighted mean) and what each transition returned.
+  colocation_headroom headroom;
   std::vector<timeline_point> timeline;
   std::vector<phase_band> bands;
   std::vector<std::size_t> segment_alloc_bytes;
