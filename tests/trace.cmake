@@ -8,6 +8,13 @@ phasealloc_test(NAME trace_format_test
   SRCS ${phasealloc_trace_tests}/trace_format_test.cpp
   DEPS phasealloc::trace
   LABELS unit)
+if(NOT TARGET nlohmann_json::nlohmann_json)
+  find_package(nlohmann_json 3 REQUIRED)  # trace_records_test reads the header line back
+endif()
+phasealloc_test(NAME trace_records_test
+  SRCS ${phasealloc_trace_tests}/trace_records_test.cpp
+  DEPS phasealloc::trace nlohmann_json::nlohmann_json
+  LABELS unit)
 phasealloc_test(NAME flat_id_map_test
   SRCS ${phasealloc_trace_tests}/flat_id_map_test.cpp
   DEPS phasealloc::trace
