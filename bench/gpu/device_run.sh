@@ -88,11 +88,11 @@ timeout "${RECORD_SECONDS:-120}" "${launch[@]}" "$python" "$here/rlhf_ppo.py" --
 if [ -n "${PHASEALLOC_CLI:-}" ] && [ -f "$out/native-snapshot.pickle" ]; then
   echo "== the native snapshot as a trace, replayed through this machine's PyTorch allocator"
   "$PHASEALLOC_CLI" convert "$out/native-snapshot.pickle" "$out/native.patrace" > "$out/replay.log" 2>&1 &&
-    "$PHASEALLOC_CLI" convert --text "$out/native.patrace" "$out/native.txt" >> "$out/replay.log" 2>&1 &&
+    "$PHASEALLOC_CLI" convert --records "$out/native.patrace" "$out/native.records" >> "$out/replay.log" 2>&1 &&
     (cd "$root/interpose/python" &&
-     timeout "${REPLAY_SECONDS:-60}" "${launch[@]}" "$python" -m phasealloc.torch_replay "$out/native.txt" \
+     timeout "${REPLAY_SECONDS:-60}" "${launch[@]}" "$python" -m phasealloc.torch_replay "$out/native.records" \
        --out "$out/torch-replay-on-gpu.json") >> "$out/replay.log" 2>&1 || status=1
-  rm -f "$out/native.txt"
+  rm -f "$out/native.records"
   tail -n 5 "$out/replay.log"
 fi
 # The snapshot (about 0.5 GB for GPT-2 medium, 3 steps) at gzip's default level: -9 takes much

@@ -7,22 +7,20 @@ import os
 import subprocess
 import sys
 
-import sim_harness
+import torch_harness
 
 EXAMPLE = ["-m", "phasealloc.examples.rlhf_step"]
 # TRL's trainers as jobs: simcuda's value-mode scenarios.
-VALUE_SCENARIOS = os.path.join(sim_harness.REPO, "tools", "simcuda", "tests", "values_scenarios.py")
+VALUE_SCENARIOS = os.path.join(torch_harness.REPO, "tools", "simcuda", "tests", "values_scenarios.py")
 
 
 def dryrun(args, job, timeout=600):
-    sim_harness.skip_or_fail()
-    sim = sim_harness.sim_dir()
-    build = os.path.dirname(os.path.dirname(sim))
-    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=sim,
-               PHASEALLOC_LIBRARY=os.path.join(build, "interpose", "libphasealloc_torch.so"),
-               PYTHONPATH=sim_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    torch_harness.skip_or_fail()
+    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator(),
+               PHASEALLOC_LIBRARY=torch_harness.find_library(),
+               PYTHONPATH=torch_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PHASEALLOC_CONF", None)
-    return subprocess.run([sim_harness.phasealloc_cli(), "dryrun"] + args + ["--", sys.executable] + job, env=env,
+    return subprocess.run([torch_harness.find_cli(), "dryrun"] + args + ["--", sys.executable] + job, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

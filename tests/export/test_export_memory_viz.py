@@ -10,17 +10,17 @@ import sys
 
 import pytest
 
-import sim_harness
+import torch_harness
 
-TRACE = os.path.join(sim_harness.REPO, "tools", "data", "ppo-125m.patrace")
+TRACE = os.path.join(torch_harness.REPO, "tools", "data", "ppo-125m.patrace")
 
 
 @pytest.mark.parametrize("policy", ["pytorch", "phasealloc"])
 def test_export_is_the_replays_layout_and_memory_viz_agrees(tmp_path, policy):
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     out = str(tmp_path / "export.pickle")
-    subprocess.run([sim_harness.phasealloc_cli(), "export", TRACE, out, "--policy", policy], check=True, capture_output=True, text=True)
-    replayed = json.loads(subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", policy, "--json"], check=True,
+    subprocess.run([torch_harness.find_cli(), "export", TRACE, out, "--policy", policy], check=True, capture_output=True, text=True)
+    replayed = json.loads(subprocess.run([torch_harness.find_cli(), "replay", TRACE, "--policy", policy, "--json"], check=True,
                                          capture_output=True, text=True).stdout)["results"][0]
     with open(out, "rb") as f:
         snap = pickle.load(f)
@@ -57,8 +57,8 @@ def test_export_is_the_replays_layout_and_memory_viz_agrees(tmp_path, policy):
             "snap = pickle.load(open(sys.argv[1], 'rb'))\nprint(v.segsum(snap))\n"
             "open(sys.argv[1] + '.html', 'w').write(v.trace_plot(snap))\n"
             "open(sys.argv[1] + '.seg.html', 'w').write(v.segment_plot(snap))\n")
-    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir(), SIMCUDA_GPU="quiet:1")
-    viz = subprocess.run([sim_harness.LAUNCHER, "--sim-gpu", "--native", "--", sys.executable, "-c", code, out],
+    env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator(), SIMCUDA_GPU="quiet:1")
+    viz = subprocess.run([torch_harness.LAUNCHER, "--sim-gpu", "--native", "--", sys.executable, "-c", code, out],
                          env=env, capture_output=True, text=True, timeout=600)
     assert viz.returncode == 0, viz.stderr[-4000:]
     # memory_viz's total_allocated is the requested bytes of the allocated blocks.

@@ -10,13 +10,14 @@ import os
 import subprocess
 import sys
 
-from gpu_harness import HERE, bridges, child_env, launcher, on_simulator, skip_reason
+from torch_harness import bridges, child_env, gpu_skip_reason, launcher, on_simulator
 
 try:
     import pytest
 except ImportError:
     pytest = None
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 2
 
 
@@ -39,7 +40,7 @@ def run_grpo(native, out_dir):
 
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("native", (False, True), ids=("phasealloc", "native"))

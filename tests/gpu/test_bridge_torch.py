@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 
-from gpu_harness import bridge_built, child_env, child_main, launcher, run_scenario, scenarios, skip_reason
+from torch_harness import bridge_built, child_env, child_main, gpu_skip_reason, launcher, run, scenarios
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -619,7 +619,7 @@ except ImportError:  # the child does not need pytest
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("allocator", ["native", "phasealloc"])
@@ -628,7 +628,7 @@ if pytest is not None and __name__ != "__main__":
         if allocator == "phasealloc" and not bridge_built():
             pytest.skip("the c10 bridge was not built")
         env = dict(ENVIRONMENT.get(scenario, {}), PHASEALLOC_TEST_ALLOCATOR=allocator)
-        run_scenario(__file__, scenario, "", "c10", native=allocator == "native", env=env)
+        run(__file__, scenario, sim_gpu=None, native=allocator == "native", conf="", bridge="c10", env=env)
 
 
     def test_an_explicit_pytorch_backend_is_kept():
@@ -683,4 +683,4 @@ if __name__ == "__main__":
     torch.empty(1, device="cuda")
     backend = torch.cuda.memory.get_allocator_backend()
     assert backend == expected, "expected %s as the allocator, got %s" % (expected, backend)
-    child_main(SCENARIOS, sys.argv[1])
+    child_main(globals(), "torch", "phasealloc")

@@ -3,7 +3,8 @@ with two ranks on gloo, a 10,000-operation random workload whose contents are ch
 copies, released memory that faults when touched, and a Hugging Face GPT-2 RLHF loop whose detected
 phases must equal explicit marks.
 
-Every scenario runs in a fresh process through phasealloc-run (PHASEALLOC=1); see gpu_harness.py.
+Every scenario runs in a fresh process through phasealloc-run (PHASEALLOC=1); see
+tests/harness/torch_harness.py.
 On the simulated GPU only copies are real, so contents are written and read through host copies.
 """
 
@@ -13,8 +14,7 @@ import random
 import subprocess
 import sys
 
-from gpu_harness import (MIB, bridges, child_env, child_main, launcher, on_simulator, run_scenario, scenarios,
-                         skip_reason)
+from torch_harness import MIB, bridges, child_env, child_main, gpu_skip_reason, launcher, on_simulator, run, scenarios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -194,7 +194,7 @@ def scenario_gpt2_phases(torch, phasealloc):
     books = {p["name"]: {"intervals": p["intervals"], "num_allocs": p["num_allocs"], "num_frees": p["num_frees"],
                          "peak_allocated_bytes": p["peak_allocated_bytes"]}
              for p in phasealloc.stats()["phases"] if p["num_allocs"] or p["intervals"]}
-    print("PHASES " + json.dumps(books, sort_keys=True))
+    return books
 
 
 SCENARIOS = scenarios(globals())
@@ -208,21 +208,22 @@ except ImportError:
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("bridge", bridges())
     def test_a_spawned_child_swaps(bridge):
-        run_scenario(__file__, "spawn", "device:cuda_vmm", bridge)
+        run(__file__, "spawn", sim_gpu=None, native=False, conf="device:cuda_vmm", bridge=bridge)
 
     def test_cuda_ipc_export_of_our_memory():
         if "c10" not in bridges():
             pytest.skip("CUDA IPC export of phasealloc's memory needs the c10 bridge")
-        run_scenario(__file__, "ipc_export", "device:cuda_vmm", "c10")
+        run(__file__, "ipc_export", sim_gpu=None, native=False, conf="device:cuda_vmm", bridge="c10")
 
     @pytest.mark.parametrize("device", ("cuda_vmm", "cuda_runtime"))
     def test_random_operations_keep_contents(device):
-        run_scenario(__file__, "random_ops", "device:%s,policy:[phasealloc:release:all,release_threshold:2MiB]" % device)
+        run(__file__, "random_ops", sim_gpu=None, native=False,
+            conf="device:%s,policy:[phasealloc:release:all,release_threshold:2MiB]" % device)
 
     def test_touching_released_memory_faults():
         if not on_simulator():
@@ -235,13 +236,8 @@ if pytest is not None and __name__ != "__main__":
         assert "illegal address" in out.stderr and "freed, unmapped or without access" in out.stderr, out.stderr[-3000:]
 
     def _phase_books(detect):
-        env = child_env("device:cuda_vmm")
-        env["PHASEALLOC_DETECT"] = "1" if detect else "0"
-        out = subprocess.run(launcher() + ["--", sys.executable, __file__, "gpt2_phases"], env=env,
-                             capture_output=True, text=True, timeout=900)
-        assert out.returncode == 0 and "SCENARIO OK" in out.stdout, out.stdout[-3000:] + out.stderr[-6000:]
-        line = [l for l in out.stdout.splitlines() if l.startswith("PHASES ")][-1]
-        return json.loads(line[len("PHASES "):])
+        return run(__file__, "gpt2_phases", sim_gpu=None, native=False, conf="device:cuda_vmm",
+                   env={"PHASEALLOC_DETECT": "1" if detect else "0"})
 
     def test_detected_phases_equal_explicit_marks_on_gpt2():
         detected, explicit = _phase_books(True), _phase_books(False)
@@ -264,4 +260,4 @@ if pytest is not None and __name__ != "__main__":
 
 
 if __name__ == "__main__":
-    child_main(SCENARIOS, sys.argv[1])
+    child_main(globals(), "torch", "phasealloc")

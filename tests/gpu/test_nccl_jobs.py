@@ -13,7 +13,9 @@ import os
 import subprocess
 import sys
 
-from gpu_harness import HERE, bridges, child_env, launcher, on_simulator, skip_reason
+from torch_harness import bridges, child_env, gpu_skip_reason, launcher, on_simulator
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 try:
     import pytest
@@ -53,7 +55,7 @@ def run_job(mode, world, native, out_dir):
 
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     JOBS = [("ddp", 2), ("ddp", 4), ("fsdp2", 2), ("fsdp2", 4), ("zero2", 2), ("zero3", 2)]

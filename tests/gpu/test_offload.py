@@ -7,13 +7,13 @@ Run (from the repository root, after building libphasealloc_torch.so):
 Skips with the reason when torch, CUDA or the library is missing. Like test_torch_swap.py, every
 scenario runs in a fresh process started through phasealloc-run (PHASEALLOC=1: phasealloc is the
 CUDA allocator), with its own host_budget; the test file runs itself as
-`python test_offload.py <scenario>`, the scenario asserts inside the child and prints
-"SCENARIO OK" at the end. Scenarios run on device:cuda_vmm and device:cuda_runtime.
+`python test_offload.py <scenario>`, the scenario asserts inside the child, which prints its RESULT
+line when it returns (tests/harness/torch_harness.py). Scenarios run on device:cuda_vmm and device:cuda_runtime.
 """
 
 import sys
 
-from gpu_harness import DEVICES, MIB, child_main, run_scenario, scenarios, skip_reason
+from torch_harness import DEVICES, MIB, child_main, gpu_skip_reason, run, scenarios
 
 CHUNK_BYTES = 4 * MIB
 CHUNKS = 6
@@ -134,14 +134,14 @@ except ImportError:  # the child does not need pytest
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
     def test_offload(scenario, device):
-        run_scenario(__file__, scenario, "device:%s,%s" % (device, CONF[scenario]))
+        run(__file__, scenario, sim_gpu=None, native=False, conf="device:%s,%s" % (device, CONF[scenario]))
 
 
 if __name__ == "__main__":
-    child_main(SCENARIOS, sys.argv[1])
+    child_main(globals(), "torch", "phasealloc")

@@ -9,16 +9,16 @@ the reason when torch, CUDA or the library is missing.
 
 Every scenario runs in a fresh process started through phasealloc-run (PHASEALLOC=1: the swap
 happens at `import torch`, the drop-in path users take): the test file runs itself as
-`python test_torch_swap.py <scenario>`; a scenario asserts inside the child and prints
-"SCENARIO OK" at the end. Scenarios run on device:cuda_vmm and device:cuda_runtime.
+`python test_torch_swap.py <scenario>`; a scenario asserts inside the child, which prints its
+RESULT line when it returns (tests/harness/torch_harness.py). Scenarios run on device:cuda_vmm and device:cuda_runtime.
 """
 
 import os
 import subprocess
 import sys
 
-from gpu_harness import (DEVICES, MIB, bridges, child_env, child_main, find_library, launcher, run_scenario,
-                         scenarios, skip_reason)
+from torch_harness import (DEVICES, MIB, bridges, child_env, child_main, find_library, gpu_skip_reason, launcher,
+                           run, scenarios)
 
 # --- scenarios (run in the child, with phasealloc already enabled by the start-up hook) ----------
 #
@@ -263,7 +263,6 @@ def scenario_graphs_and_pools(torch, phasealloc):
 
 
 SCENARIOS = scenarios(globals())
-SCENARIOS = scenarios(globals())
 
 
 # --- pytest side ---------------------------------------------------------------------------------
@@ -274,14 +273,14 @@ except ImportError:  # the child does not need pytest
     pytest = None
 
 if pytest is not None and __name__ != "__main__":
-    _REASON = skip_reason()
+    _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     @pytest.mark.parametrize("bridge", bridges())
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
     def test_torch_swap(scenario, device, bridge):
-        run_scenario(__file__, scenario, "device:%s" % device, bridge)
+        run(__file__, scenario, sim_gpu=None, native=False, conf="device:%s" % device, bridge=bridge)
 
     def test_a_missing_bridge_falls_back_and_says_why():
         env = child_env("", bridge="auto")
@@ -316,4 +315,4 @@ if pytest is not None and __name__ != "__main__":
 
 
 if __name__ == "__main__":
-    child_main(SCENARIOS, sys.argv[1])
+    child_main(globals(), "torch", "phasealloc")

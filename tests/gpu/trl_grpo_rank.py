@@ -12,9 +12,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness"))
-
-from tiny_rlhf import common_args, prompts, reward_length, tiny_llama_and_tokenizer  # noqa: E402
+from tiny_rlhf import common_args, prompts, reward_length, tiny_llama_and_tokenizer  # tests/harness, on PYTHONPATH
 
 
 def main(out_dir):

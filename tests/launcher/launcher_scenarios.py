@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from sim_harness import child_main
+from torch_harness import child_main
 from simcuda.introspect import simulator
 
 MIB = 1 << 20

@@ -5,11 +5,11 @@ import os
 import subprocess
 import sys
 
-import sim_harness
+import torch_harness
 
 def bridge_built():
     """Whether this build made the c10 bridge (it needs a torch install at build time)."""
-    build_dir = os.path.dirname(os.path.dirname(sim_harness.sim_dir()))
+    build_dir = os.path.dirname(os.path.dirname(torch_harness.find_simulator()))
     return os.path.exists(os.path.join(build_dir, "interpose", "libphasealloc_c10.so"))
 
 
@@ -17,7 +17,7 @@ SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher_s
 
 
 def test_phasealloc_is_the_allocator_on_the_simulated_gpu():
-    r = sim_harness.run(SCENARIOS, "swap", native=False)
+    r = torch_harness.run(SCENARIOS, "swap", native=False)
     assert r["backend"] == ("phasealloc" if bridge_built() else "pluggable")
     assert r["intact"] is True
     assert r["allocated"] >= (1 + 7 + 64 + 300) << 20
@@ -27,29 +27,29 @@ def test_phasealloc_is_the_allocator_on_the_simulated_gpu():
 
 
 def test_native_keeps_pytorchs_allocator():
-    r = sim_harness.run(SCENARIOS, "swap", native=True)
+    r = torch_harness.run(SCENARIOS, "swap", native=True)
     assert r["backend"] == "native"
     assert r["reserved"] == r["mapped"] > 0
 
 
 def test_children_inherit_the_simulated_gpu():
-    r = sim_harness.run(SCENARIOS, "children", sim_gpu="24GiB", env={"SIMCUDA_GPU": "quiet:1,name:NVIDIA L4"})
+    r = torch_harness.run(SCENARIOS, "children", sim_gpu="24GiB", env={"SIMCUDA_GPU": "quiet:1,name:NVIDIA L4"})
     assert r["child"] == "NVIDIA L4 %d" % (24 << 30)
 
 
 def test_a_bad_size_is_named():
-    out = sim_harness.run(SCENARIOS, "swap", sim_gpu="huge", expect_ok=False)
+    out = torch_harness.run(SCENARIOS, "swap", sim_gpu="huge", expect_ok=False)
     assert out.returncode == 2
     assert "phasealloc-run: --sim-gpu=huge: not a size (e.g. 80GiB, 24GB, 512MiB)" in out.stderr
-    out = sim_harness.run(SCENARIOS, "swap", sim_gpu="1MiB", expect_ok=False)  # a size, below the minimum
+    out = torch_harness.run(SCENARIOS, "swap", sim_gpu="1MiB", expect_ok=False)  # a size, below the minimum
     assert out.returncode == 2
     assert "bad value '1MiB' for memory (expected a size from 64MiB to 64TiB" in out.stderr
 
 
 def test_missing_simulator_libraries_are_named():
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR="/nonexistent/simcuda")
-    out = subprocess.run([sim_harness.LAUNCHER, "--sim-gpu", "--", "true"], env=env, capture_output=True, text=True)
+    out = subprocess.run([torch_harness.LAUNCHER, "--sim-gpu", "--", "true"], env=env, capture_output=True, text=True)
     assert out.returncode == 2
     assert "the simulated GPU's libraries were not found in /nonexistent/simcuda" in out.stderr
 
@@ -57,8 +57,8 @@ def test_missing_simulator_libraries_are_named():
 def test_an_installed_package_runs_on_the_simulated_gpu(tmp_path):
     """cmake --install --prefix X puts the stand-ins in the package (phasealloc/simcuda/), where the
     installed launcher finds them, relative to itself, without the source tree."""
-    sim_harness.skip_or_fail()
-    build_dir = os.path.dirname(os.path.dirname(sim_harness.sim_dir()))
+    torch_harness.skip_or_fail()
+    build_dir = os.path.dirname(os.path.dirname(torch_harness.find_simulator()))
     subprocess.run(["cmake", "--install", build_dir, "--prefix", str(tmp_path)], check=True, capture_output=True)
     package_dir = os.path.join(str(tmp_path), "lib", "python3", "dist-packages")
     assert os.path.exists(os.path.join(package_dir, "phasealloc", "simcuda", "libcudart.so.13"))

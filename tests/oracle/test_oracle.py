@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-import sim_harness
+import torch_harness
 
-TRACE = os.path.join(sim_harness.REPO, "tools", "data", "ppo-125m.patrace")
-SNAPSHOTS = os.path.join(sim_harness.REPO, "tests", "data", "snapshots")
+TRACE = os.path.join(torch_harness.REPO, "tools", "data", "ppo-125m.patrace")
+SNAPSHOTS = os.path.join(torch_harness.REPO, "tests", "data", "snapshots")
 PRESETS = ["ppo-1.3b", "ppo-1.3b-offload", "ppo-7b"]  # ppo-125m is TRACE
 CONFIGS = ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:64",
            "pytorch:roundup_power2_divisions:4", "pytorch:garbage_collection_threshold:0.6"]
@@ -22,9 +22,9 @@ CONFIGS = ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_siz
 
 @pytest.mark.parametrize("policy", CONFIGS)
 def test_model_equals_pytorchs_allocator_on_the_ppo_trace(policy):
-    sim_harness.skip_or_fail()
-    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir())
-    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", policy, "--engine", "both", "--json", "-q"], env=env,
+    torch_harness.skip_or_fail()
+    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator())
+    out = subprocess.run([torch_harness.find_cli(), "replay", TRACE, "--policy", policy, "--engine", "both", "--json", "-q"], env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     doc = json.loads(out.stdout)
@@ -46,8 +46,8 @@ def test_model_equals_pytorchs_allocator_on_the_ppo_trace(policy):
 
 
 def assert_same_decisions(trace, policy):
-    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir())
-    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", trace, "--policy", policy, "--engine", "both", "--json",
+    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator())
+    out = subprocess.run([torch_harness.find_cli(), "replay", trace, "--policy", policy, "--engine", "both", "--json",
                           "-q"], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     doc = json.loads(out.stdout)
@@ -63,9 +63,9 @@ def assert_same_decisions(trace, policy):
 @pytest.mark.parametrize("policy", ["pytorch", "pytorch:expandable_segments:True"])
 @pytest.mark.parametrize("preset", PRESETS)
 def test_model_equals_pytorchs_allocator_on_the_synth_presets(tmp_path, preset, policy):
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     trace = str(tmp_path / (preset + ".patrace"))
-    made = subprocess.run([sim_harness.phasealloc_cli(), "synth", preset, "-o", trace], capture_output=True, text=True,
+    made = subprocess.run([torch_harness.find_cli(), "synth", preset, "-o", trace], capture_output=True, text=True,
                           timeout=300)
     assert made.returncode == 0, made.stderr
     assert_same_decisions(trace, policy)
@@ -74,13 +74,13 @@ def test_model_equals_pytorchs_allocator_on_the_synth_presets(tmp_path, preset, 
 @pytest.mark.parametrize("policy", ["pytorch", "pytorch:expandable_segments:True", "pytorch:max_split_size_mb:20"])
 @pytest.mark.parametrize("snapshot", sorted(f for f in os.listdir(SNAPSHOTS) if f.endswith(".pickle")))
 def test_model_equals_pytorchs_allocator_on_the_public_snapshots(snapshot, policy):
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     assert_same_decisions(os.path.join(SNAPSHOTS, snapshot), policy)
 
 
 def test_a_policy_pytorch_does_not_have_is_refused():
-    sim_harness.skip_or_fail()
-    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", TRACE, "--policy", "phasealloc", "--engine", "torch", "-q"],
+    torch_harness.skip_or_fail()
+    out = subprocess.run([torch_harness.find_cli(), "replay", TRACE, "--policy", "phasealloc", "--engine", "torch", "-q"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "the policy must be pytorch[:KEYS], not \"phasealloc\"" in out.stderr, out.stderr

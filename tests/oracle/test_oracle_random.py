@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import random_ops
-import sim_harness
+import torch_harness
 
 CAPACITY_GIB = 8
 OPS = 10000
@@ -37,8 +37,8 @@ RESERVATION_KEYS = ("device_allocs", "device_frees")
 
 
 def replay_both(trace_path, policy):
-    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir())
-    out = subprocess.run([sim_harness.phasealloc_cli(), "replay", trace_path, "--policy", policy, "--engine", "both",
+    env = dict(os.environ, PHASEALLOC_PYTHON=sys.executable, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator())
+    out = subprocess.run([torch_harness.find_cli(), "replay", trace_path, "--policy", policy, "--engine", "both",
                           "--capacity", "%dGiB" % CAPACITY_GIB, "--json", "-q"],
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -47,7 +47,7 @@ def replay_both(trace_path, policy):
 
 @pytest.mark.parametrize("name,policy,seed", CONFIGS, ids=[c[0] for c in CONFIGS])
 def test_model_equals_pytorchs_allocator_on_random_operations(tmp_path, name, policy, seed):
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     trace_path = str(tmp_path / ("random-%s.txt" % name))
     with open(trace_path, "w") as f:
         f.write(random_ops.generate(seed, OPS, CAPACITY_GIB << 30))

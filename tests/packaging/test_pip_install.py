@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import sim_harness
+import torch_harness
 
 JOB = """
 import torch, phasealloc
@@ -71,7 +71,7 @@ def test_without_the_variable_the_installed_hook_imports_nothing():
 
 def readme_use_it_commands():
     """The command lines of the README's "Use it in a PyTorch job" block, comments removed."""
-    readme = os.path.join(sim_harness.REPO, "README.md")
+    readme = os.path.join(torch_harness.REPO, "README.md")
     with open(readme) as f:
         text = f.read()
     section = text[text.index("## Use it in a PyTorch job"):]
@@ -139,7 +139,7 @@ def test_the_installed_cli_never_uses_the_clone_it_was_built_from(tmp_path):
 
 def test_no_path_of_the_source_tree_is_baked_into_an_installed_file():
     installed_launcher()
-    root = os.path.realpath(sim_harness.REPO).encode()
+    root = os.path.realpath(torch_harness.REPO).encode()
     import phasealloc
     package = os.path.dirname(phasealloc.__file__)
     bin_dir = os.path.dirname(sys.executable)
@@ -160,7 +160,7 @@ def test_an_isolated_pip_wheel_has_the_bridge_and_works_where_it_is_installed(tm
         pytest.skip("builds phasealloc once more (minutes): run by tools/dev.sh test")
     wheels = tmp_path / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                            "--config-settings=build-dir=" + str(tmp_path / "build"), sim_harness.REPO],
+                            "--config-settings=build-dir=" + str(tmp_path / "build"), torch_harness.REPO],
                            capture_output=True, text=True, timeout=3000)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
     wheel = glob.glob(str(wheels / "phasealloc-*.whl"))

@@ -15,7 +15,7 @@
 #include "launcher.hpp"
 #include "phasealloc/conf.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
-#include "phasealloc/trace/trace_text.hpp"
+#include "phasealloc/trace/trace_records.hpp"
 
 namespace phasealloc::cli {
 namespace {
@@ -77,12 +77,12 @@ torch_replay replay_with_torch(const trace& t, const std::string& policy_spec, s
   const std::string python = python_env != nullptr && *python_env != '\0' ? python_env : "python3";
 
   temp_dir dir;
-  const fs::path trace_path = dir.path() / "trace.txt";
+  const fs::path trace_path = dir.path() / "trace.records";
   const fs::path result_path = dir.path() / "result.json";
   const fs::path log_path = dir.path() / "driver.log";
   {
     std::ofstream out(trace_path);
-    auto written = write_trace_text(t, out, trace_path.string());
+    auto written = write_trace_records(t, out, trace_path.string());
     if (!written) throw command_error(written.error().message());
   }
   // values:off: the replay drives the allocator itself, no operation's value matters, and the

@@ -5,9 +5,11 @@
 // Rationale: the `pytorch` policy is a model; the oracle is the real allocator of the installed
 //   torch wheel, which the simulated GPU runs without a GPU. Both engines answer in the same
 //   replay_result, so their output compares line by line.
-// Approach: the trace is written as a text trace to a private temporary folder; the driver is
-//   started through the launcher with PYTORCH_CUDA_ALLOC_CONF set from the policy's keys (less
-//   block_order, phasealloc's own) and the simulated capacity; its JSON becomes a replay_result
+// Approach: the trace is written as records (trace_records.hpp: a JSON header line and fixed-width
+//   records that the driver reads with json and struct alone, so the trace grammar keeps one
+//   parser, this side's) to a private temporary folder; the driver is started through the
+//   launcher with PYTORCH_CUDA_ALLOC_CONF set from the policy's keys (less block_order,
+//   phasealloc's own) and the simulated capacity; its JSON becomes a replay_result
 //   plus the segment events in order, and names the wheel's order of equal-size free blocks, which
 //   `--engine both` hands to the model (spec_for_block_order).
 // Limitations: only `pytorch[:KEYS]` specs (the real allocator has no other policies); needs an

@@ -8,6 +8,7 @@
 
 #include "phasealloc/trace/file_bytes.hpp"
 #include "phasealloc/trace/trace_binary.hpp"
+#include "phasealloc/trace/trace_records.hpp"
 #include "phasealloc/trace/trace_text.hpp"
 
 namespace phasealloc {
@@ -56,7 +57,8 @@ result<std::monostate, trace_error> save_trace(const std::filesystem::path& path
       return trace_error{tmp.string(), 0, 0, "a writable file", "it cannot be created"};
     }
     auto written = format == trace_file_format::binary ? write_trace(t, out, tmp.string())
-                                                       : write_trace_text(t, out, tmp.string());
+                   : format == trace_file_format::text ? write_trace_text(t, out, tmp.string())
+                                                       : write_trace_records(t, out, tmp.string());
     if (!written) {
       std::error_code ignored;
       std::filesystem::remove(tmp, ignored);

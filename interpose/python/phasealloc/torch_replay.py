@@ -1,7 +1,8 @@
 """Replays a phasealloc trace through PyTorch's own CUDA caching allocator: the oracle the `pytorch`
 model is checked against. `phasealloc replay TRACE --engine torch` runs it on the simulated GPU.
 
-    phasealloc-run --sim-gpu=80GiB --native -- python -m phasealloc.torch_replay TRACE.txt --out R.json
+    phasealloc convert --records TRACE T.records
+    phasealloc-run --sim-gpu=80GiB --native -- python -m phasealloc.torch_replay T.records --out R.json
 
 Rationale: every number phasealloc reports is "versus the pytorch model"; the model must make the
 decisions PyTorch's allocator makes. The real allocator runs here on the simulated GPU, so the
@@ -14,14 +15,17 @@ own memory history (segment actions only, alloc/free actions skipped) and are wr
 as the model's replay writes its own. The allocator configuration is PYTORCH_CUDA_ALLOC_CONF,
 set by the caller. An allocation that raises torch.cuda.OutOfMemoryError is counted, and its free
 is skipped, as the model's replay does.
-Limitations: reads the text trace encoding (the CLI converts any input to it); one device; events
-of the recording allocator (segment_*, oom) are not followed.
+The trace comes as records (one JSON header line, then fixed-width records: read with json and
+struct, so the trace grammar has one parser, phasealloc's C++ one); `phasealloc convert --records`
+writes them from any input, `replay --engine torch` writes them itself.
+Limitations: one device; events of the recording allocator (segment_*, oom) are not followed.
 """
 
 import argparse
 import glob
 import json
 import os
+import struct
 import sys
 import time
 
@@ -29,73 +33,47 @@ SEGMENT_ACTIONS = ("segment_alloc", "segment_free", "segment_map", "segment_unma
 
 
 class TraceError(Exception):
-    """A malformed text trace; the message names the line."""
+    """A records file that cannot be read, or an event the replay cannot follow; the message says which."""
 
 
-def _unquote(token, line_number):
-    if not (len(token) >= 2 and token[0] == '"' and token[-1] == '"'):
-        raise TraceError("line %d: expected a quoted string, got %r" % (line_number, token))
-    return bytes(token[1:-1], "utf-8").decode("unicode_escape")
+RECORDS_FORMAT = "phasealloc-trace-records"
+RECORDS_VERSION = 1
+# The record fields the replay uses; a records file names its fields, and may have more.
+FIELDS = ("time_ns", "op", "alloc_id", "bytes", "stream", "tag", "name")
 
 
-def _split(line):
-    """Splits a line into tokens: quoted strings stay whole; '#' outside quotes ends the line."""
-    tokens, current, quoted, escaped = [], "", False, False
-    for ch in line:
-        if quoted:
-            current += ch
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                quoted = False
-        elif ch == "#":
-            break
-        elif ch.isspace():
-            if current:
-                tokens.append(current)
-                current = ""
-        else:
-            current += ch
-            quoted = ch == '"'
-    if quoted:
-        raise TraceError("unterminated string")
-    if current:
-        tokens.append(current)
-    return tokens
-
-
-def read_text_trace(path):
-    """(strings, events): events are (time_ns, op, alloc_id, bytes, stream, tag, name) tuples."""
-    strings, events = [], []
-    with open(path, encoding="utf-8") as f:
-        first = f.readline()
-        if not first.startswith("# phasealloc-trace v"):
-            raise TraceError("%s: not a phasealloc text trace (first line %r)" % (path, first.strip()))
-        for number, line in enumerate(f, start=2):
-            try:
-                tokens = _split(line)
-            except TraceError as exc:
-                raise TraceError("%s: line %d: %s" % (path, number, exc))
-            if not tokens:
-                continue
-            head = tokens[0]
-            if head == "string":
-                if len(tokens) != 3 or int(tokens[1]) != len(strings):
-                    raise TraceError("%s: line %d: string entries must count up from 0" % (path, number))
-                strings.append(_unquote(tokens[2], number))
-            elif head in ("source", "allocator_settings", "device_capacity_bytes", "stream_count", "property"):
-                continue
-            else:
-                if len(tokens) not in (7, 8):
-                    raise TraceError("%s: line %d: an event has 7 or 8 columns, got %d" % (path, number, len(tokens)))
-                try:
-                    t_ns, alloc_id, size, stream, tag, name = (int(tokens[0]), int(tokens[2]), int(tokens[3]),
-                                                               int(tokens[4]), int(tokens[5]), int(tokens[6]))
-                except ValueError:
-                    raise TraceError("%s: line %d: expected integers in %r" % (path, number, line.strip()))
-                events.append((t_ns, tokens[1], alloc_id, size, stream, tag, name))
+def read_trace_records(path):
+    """(strings, events) of a records file (`phasealloc convert --records`, trace_records.hpp: one
+    JSON header line, then fixed-width records that struct reads): nothing here parses the trace
+    grammar, which has one parser, phasealloc's. Events are (time_ns, op, alloc_id, bytes, stream,
+    tag, name) tuples, op by name."""
+    with open(path, "rb") as f:
+        first = f.readline(1 << 26)
+        try:
+            header = json.loads(first)
+        except ValueError:
+            header = None
+        if not isinstance(header, dict) or header.get("format") != RECORDS_FORMAT:
+            raise TraceError("%s: not a phasealloc trace records file (a JSON line with \"format\": \"%s\" first): "
+                             "write one with `phasealloc convert --records TRACE OUT`" % (path, RECORDS_FORMAT))
+        if header.get("version") != RECORDS_VERSION:
+            raise TraceError("%s: records version %r, this reader reads version %d" % (path, header.get("version"),
+                                                                                         RECORDS_VERSION))
+        body = f.read()
+    try:
+        record = struct.Struct(header["record"])
+        column = [header["fields"].index(name) for name in FIELDS]
+        ops, strings, count = header["ops"], header["strings"], int(header["events"])
+    except (KeyError, ValueError, TypeError, struct.error) as exc:
+        raise TraceError("%s: a records header without a usable %s" % (path, exc))
+    if record.size != header.get("record_bytes") or len(body) != count * record.size:
+        raise TraceError("%s: %d bytes of records, expected %d events of %d bytes" % (path, len(body), count,
+                                                                                       record.size))
+    t, o, a, b, s, g, n = column
+    try:
+        events = [(r[t], ops[r[o]], r[a], r[b], r[s], r[g], r[n]) for r in record.iter_unpack(body)]
+    except IndexError:
+        raise TraceError("%s: an event's op is not one of the header's %d ops" % (path, len(ops)))
     return strings, events
 
 
@@ -264,11 +242,11 @@ def replay(torch, strings, events):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m phasealloc.torch_replay", description=__doc__.splitlines()[0])
-    parser.add_argument("trace", help="a phasealloc text trace (phasealloc convert IN OUT.txt)")
+    parser.add_argument("trace", help="a trace as records (phasealloc convert --records IN OUT)")
     parser.add_argument("--out", required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     try:
-        strings, events = read_text_trace(args.trace)
+        strings, events = read_trace_records(args.trace)
     except (OSError, TraceError) as exc:
         print("phasealloc.torch_replay: %s" % exc, file=sys.stderr)
         return 2

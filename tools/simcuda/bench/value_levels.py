@@ -20,17 +20,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "tests", "harness"))
-import sim_harness  # noqa: E402
+import torch_harness  # noqa: E402
 
 JOBS = {"grpo": ("values_scenarios.py", "trl_grpo_three_steps"), "gpt2": ("torch_scenarios.py", "gpt2"),
         "rloo": ("values_scenarios.py", "trl_rloo_three_steps"), "sft": ("values_scenarios.py", "trl_sft_three_steps"),
         "dpo": ("values_scenarios.py", "trl_dpo_three_steps")}
 def measure(job, level):
     test_file, scenario = JOBS[job]
-    env = dict(os.environ, SIMCUDA_GPU="quiet:1,values:" + level, PHASEALLOC_SIMCUDA_DIR=sim_harness.sim_dir(),
-               PYTHONPATH=sim_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    command = [sim_harness.LAUNCHER, "--sim-gpu=80GiB", "--native", "--", sys.executable,
-               os.path.join(TESTS, test_file), scenario]
+    env = dict(torch_harness.child_env(sim=True), SIMCUDA_GPU="quiet:1,values:" + level)
+    command = torch_harness.launcher("80GiB") + ["--native", "--", sys.executable, os.path.join(TESTS, test_file), scenario]
     timer = ("import resource, subprocess, sys, time\n"
              "t = time.time()\n"
              "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
@@ -47,7 +45,7 @@ def main():
     parser.add_argument("--levels", default="off,observable,exact")
     parser.add_argument("--jobs", default=",".join(JOBS))
     args = parser.parse_args()
-    why = sim_harness.missing()
+    why = torch_harness.missing()
     if why:
         sys.exit("value_levels.py: " + why)
     print("| job | level | wall time | peak RSS | result | fell back to the stand-in |")

@@ -1,5 +1,5 @@
 """pytest's start-up for simcuda's PyTorch tests: the project's scenario harness
-(tests/harness/sim_harness.py, which starts a scenario under phasealloc-run --sim-gpu) is
+(tests/harness/torch_harness.py, which starts a scenario under phasealloc-run --sim-gpu) is
 importable here."""
 
 import os

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-import sim_harness
+import torch_harness
 
-SIMCUDA = os.path.join(sim_harness.REPO, "tools", "simcuda")
+SIMCUDA = os.path.join(torch_harness.REPO, "tools", "simcuda")
 SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")))
 
 
@@ -55,7 +55,7 @@ def extras(library):
 
 
 def test_the_checked_in_surface_is_the_installed_wheels(tmp_path):
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     out = tmp_path / "surface.txt"
     subprocess.run([sys.executable, os.path.join(SIMCUDA, "gen", "wheel_surface.py"), "-o", str(out)], check=True)
     _, installed, facts = read_surface(str(out))
@@ -63,7 +63,7 @@ def test_the_checked_in_surface_is_the_installed_wheels(tmp_path):
     surface = os.path.join(SIMCUDA, "surface", "torch-%s.txt" % release)
     assert os.path.exists(surface), (
         "no checked-in surface for the installed torch %s: write it with gen/wheel_surface.py -o %s" % (
-            facts["torch"], os.path.relpath(surface, sim_harness.REPO)))
+            facts["torch"], os.path.relpath(surface, torch_harness.REPO)))
     _, checked_in, _ = read_surface(surface)
     added = sorted("%s %s" % s for s in installed - checked_in)
     removed = sorted("%s %s" % s for s in checked_in - installed)
@@ -90,9 +90,9 @@ def soname(path):
 
 
 def test_every_stand_in_exports_its_surface_under_the_real_soname_and_node():
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     libraries, symbols = union_of_surfaces()
-    lib_dir = sim_harness.sim_dir()
+    lib_dir = torch_harness.find_simulator()
     problems = []
     for library, node in sorted(libraries.items()):
         path = os.path.join(lib_dir, library)
@@ -115,7 +115,7 @@ def test_every_stand_in_exports_its_surface_under_the_real_soname_and_node():
 
 
 def test_every_dt_needed_cuda_library_of_the_wheel_has_a_stand_in():
-    sim_harness.skip_or_fail()
+    torch_harness.skip_or_fail()
     needed = set()
     for surface in SURFACES:
         section = None
@@ -126,5 +126,5 @@ def test_every_dt_needed_cuda_library_of_the_wheel_has_a_stand_in():
             elif section == "[needed]" and line:
                 needed.update(line.split()[1:])
     assert needed, "the surface lists no DT_NEEDED CUDA libraries"
-    missing = sorted(n for n in needed if not os.path.exists(os.path.join(sim_harness.sim_dir(), n)))
+    missing = sorted(n for n in needed if not os.path.exists(os.path.join(torch_harness.find_simulator(), n)))
     assert missing == []

@@ -6,14 +6,14 @@ ones a user runs. The scenarios compare PyTorch's books with the simulator's."""
 
 import os
 
-import sim_harness
+import torch_harness
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_scenarios.py")
 GIB = 1 << 30
 
 
 def test_devices_properties_and_copies():
-    r = sim_harness.run(SCENARIOS, "devices", sim_gpu="40GiB",
+    r = torch_harness.run(SCENARIOS, "devices", sim_gpu="40GiB",
                         env={"SIMCUDA_GPU": "quiet:1,count:2,name:NVIDIA A100-SXM4-40GB,cc:8.0,sms:108"})
     assert r["available"] is True
     assert r["count"] == 2
@@ -28,7 +28,7 @@ def test_devices_properties_and_copies():
 
 
 def test_allocator_books_match_the_simulator_through_random_ops_on_two_streams():
-    r = sim_harness.run(SCENARIOS, "books", env={"SIMCUDA_GPU": "quiet:1,events:deferred:16"})
+    r = torch_harness.run(SCENARIOS, "books", env={"SIMCUDA_GPU": "quiet:1,events:deferred:16"})
     assert r["ops"] >= 1000
     assert r["problems"] == []
     assert r["segments_allocated"] > 10
@@ -38,7 +38,7 @@ def test_allocator_books_match_the_simulator_through_random_ops_on_two_streams()
 
 
 def test_expandable_segments_map_pages_and_empty_cache_returns_them():
-    r = sim_harness.run(SCENARIOS, "expandable", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    r = torch_harness.run(SCENARIOS, "expandable", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     assert r["intact"] is True
     assert r["cudaMalloc_calls"] == 0, "expandable segments map with cuMem*, not cudaMalloc"
     assert r["vmm_maps"] > 0 and r["vmm_unmaps"] > 0
@@ -49,7 +49,7 @@ def test_expandable_segments_map_pages_and_empty_cache_returns_them():
 
 
 def test_out_of_memory_is_torch_out_of_memory_error_with_pytorchs_message():
-    r = sim_harness.run(SCENARIOS, "oom", sim_gpu="2GiB")
+    r = torch_harness.run(SCENARIOS, "oom", sim_gpu="2GiB")
     assert r["capacity"] == 2 * GIB
     assert r["is_oom_error"], r["kind"]
     assert r["kind"] == "torch.OutOfMemoryError"
@@ -60,14 +60,14 @@ def test_out_of_memory_is_torch_out_of_memory_error_with_pytorchs_message():
 
 
 def test_out_of_memory_with_expandable_segments():
-    r = sim_harness.run(SCENARIOS, "oom", sim_gpu="2GiB", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    r = torch_harness.run(SCENARIOS, "oom", sim_gpu="2GiB", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     assert r["is_oom_error"], r["kind"]
     assert "CUDA out of memory" in r["message"]
     assert r["still_works"] is True
 
 
 def test_gpt2_small_trains_a_step_and_generates_with_a_kv_cache():
-    r = sim_harness.run(SCENARIOS, "gpt2")
+    r = torch_harness.run(SCENARIOS, "gpt2")
     assert r["parameters"] == 124439808  # GPT-2 small (tied embeddings)
     assert r["logits_shape"] == [4, 128, 50257]
     assert r["grads"] == 148
@@ -83,33 +83,33 @@ def test_gpt2_small_trains_a_step_and_generates_with_a_kv_cache():
 
 
 def test_a_cuda_tensor_crosses_processes_through_ipc_handles():
-    r = sim_harness.run(SCENARIOS, "ipc")
+    r = torch_harness.run(SCENARIOS, "ipc")
     assert r["device"] == "cuda:0"
     assert r["intact"] is True
     assert r["exit"] == 0
 
 
 def test_llama_bf16_trains_with_pytorchs_own_attention_kernels():
-    r = sim_harness.run(SCENARIOS, "llama_bf16")
+    r = torch_harness.run(SCENARIOS, "llama_bf16")
     assert r["trained"] is True, r.get("error")
     assert r["unemulated"] == 0
     assert r["peak_allocated"] > 2 * 32000 * 512 * 2  # bf16 embeddings and head at least
 
 
 def test_without_the_adaptations_cudnn_attention_fails_loudly():
-    r = sim_harness.run(SCENARIOS, "llama_bf16", env={"PHASEALLOC_SIM_ADAPT": "0"})
+    r = torch_harness.run(SCENARIOS, "llama_bf16", env={"PHASEALLOC_SIM_ADAPT": "0"})
     assert r["trained"] is False
     assert "CUDNN_STATUS_NOT_SUPPORTED" in r["error"]
     assert r["unemulated"] >= 1
 
 
 def test_new_device_memory_is_zero_or_the_configured_fill_byte():
-    assert sim_harness.run(SCENARIOS, "fresh_memory")["bytes"] == [0]
-    assert sim_harness.run(SCENARIOS, "fresh_memory", env={"SIMCUDA_GPU": "quiet:1,fill:0x5a"})["bytes"] == [0x5A]
+    assert torch_harness.run(SCENARIOS, "fresh_memory")["bytes"] == [0]
+    assert torch_harness.run(SCENARIOS, "fresh_memory", env={"SIMCUDA_GPU": "quiet:1,fill:0x5a"})["bytes"] == [0x5A]
 
 
 def test_cuda_graph_capture_records_a_copy_and_each_replay_performs_it():
-    r = sim_harness.run(SCENARIOS, "cuda_graph")
+    r = torch_harness.run(SCENARIOS, "cuda_graph")
     assert r["capturing_inside"] is True and r["capturing_outside"] is False
     assert r["unchanged_by_capture"] is True, "a captured copy must not run at capture"
     assert r["first_replay"] is True and r["second_replay"] is True

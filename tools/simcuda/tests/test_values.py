@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-import sim_harness
+import torch_harness
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "values_scenarios.py")
 EXACT = {"SIMCUDA_GPU": "quiet:1,values:exact"}
@@ -22,7 +22,7 @@ REAL_LEVELS = pytest.mark.parametrize("level", [EXACT, OBSERVABLE], ids=["exact"
 
 @REAL_LEVELS
 def test_data_dependent_sizes_and_python_answers_are_the_cpus(level):
-    r = sim_harness.run(SCENARIOS, "data_dependent_sizes", env=level)
+    r = torch_harness.run(SCENARIOS, "data_dependent_sizes", env=level)
     assert r["nonzero"][1] is True, r["nonzero"]
     assert r["nonzero_bytes"] >= r["nonzero_cpu_bytes"] > 0, r  # the CUDA output holds what the CPU found
     assert r["masked_select"][0] == r["masked_select"][1], r["masked_select"]
@@ -37,7 +37,7 @@ def test_data_dependent_sizes_and_python_answers_are_the_cpus(level):
 
 
 def test_a_training_step_gives_the_cpus_losses_and_parameters():
-    r = sim_harness.run(SCENARIOS, "training_step_matches_the_cpu", env=EXACT)
+    r = torch_harness.run(SCENARIOS, "training_step_matches_the_cpu", env=EXACT)
     assert all(abs(a - b) < 1e-5 for a, b in zip(r["gpu_losses"], r["cpu_losses"])), r
     assert r["gpu_losses"][2] < r["gpu_losses"][0], r  # it learns
     assert r["params_close"] is True
@@ -47,43 +47,43 @@ def test_a_training_step_gives_the_cpus_losses_and_parameters():
 def test_generate_stops_on_eos_by_value_and_runs_to_the_limit_without_it(level):
     """No generate() patch at either level: the EOS comes from the head's bias, which the observable
     level's stand-in for a product with an additive term keeps."""
-    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env=level)
+    r = torch_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env=level)
     assert r["stops"] == [[1, 2, 3, 4, 7]], r["stops"]  # EOS forced by the head's bias: one token
     assert r["runs"] == [[1, 2, 3, 4] + [5] * 12], r["runs"]  # never EOS: max_new_tokens
     assert all(0 <= t < 97 for t in r["sampled"][0]), r["sampled"]  # sampling: valid token ids
 
 
 def test_gpt2_small_forward_equals_the_cpu_forward():
-    r = sim_harness.run(SCENARIOS, "gpt2_forward_matches_the_cpu", env=EXACT)
+    r = torch_harness.run(SCENARIOS, "gpt2_forward_matches_the_cpu", env=EXACT)
     assert r["max_abs_diff"] <= 1e-4 * max(1.0, r["scale"]), r
     assert r["argmax_equal"] is True
 
 
 def test_a_tiny_moe_routes_tokens_by_value_as_on_the_cpu():
-    r = sim_harness.run(SCENARIOS, "moe_routes_by_value", env=EXACT)
+    r = torch_harness.run(SCENARIOS, "moe_routes_by_value", env=EXACT)
     assert r["counts_gpu"] == r["counts_cpu"] and sum(r["counts_cpu"]) == 2 * 24, r
     assert r["logits_diff"] < 1e-4, r
 
 
 def test_attention_forward_and_gradients_equal_the_cpus_grouped_and_causal_too():
-    r = sim_harness.run(SCENARIOS, "attention_gradients_match_the_cpu", env=EXACT)
+    r = torch_harness.run(SCENARIOS, "attention_gradients_match_the_cpu", env=EXACT)
     assert all(diff < 1e-5 for diff in r.values()), r
 
 
 def test_the_observable_level_puts_the_stand_in_in_place_of_products_and_computes_the_rest():
-    r = sim_harness.run(SCENARIOS, "stand_in_rule", env=OBSERVABLE)
+    r = torch_harness.run(SCENARIOS, "stand_in_rule", env=OBSERVABLE)
     assert r["mm"] == [[0.0] * 4] * 8, r["mm"]  # the product: zeros
     assert r["addmm"] == [[0.0, 1.0, 2.0, 3.0]] * 8, r["addmm"]  # beta * input kept
     assert r["relu_of_mm"] == [[1.0] * 4] * 8  # computed from the stand-in
-    exact = sim_harness.run(SCENARIOS, "stand_in_rule", env=EXACT)
+    exact = torch_harness.run(SCENARIOS, "stand_in_rule", env=EXACT)
     close = lambda x, y: all(abs(a - b) < 1e-4 for ra, rb in zip(x, y) for a, b in zip(ra, rb))
     assert close(exact["mm"], exact["mm_cpu"]) and close(exact["addmm"], exact["addmm_cpu"]), exact
 
 
 @REAL_LEVELS
 def test_an_operation_with_no_cpu_kernel_is_named_once_and_gets_zeros(level):
-    out = sim_harness.run(SCENARIOS, "stand_in_rule", env=level, expect_ok=False)
-    r = sim_harness.result(out, "stand_in_rule")
+    out = torch_harness.run(SCENARIOS, "stand_in_rule", env=level, expect_ok=False)
+    r = torch_harness.result(out, "stand_in_rule")
     assert r["custom"] == [[0.0] * 5] * 2, r["custom"]
     assert r["x_kept"] == [1.0] * 5  # its input is left as it was
     named = [line for line in out.stderr.splitlines() if "simcuda_test.double_it" in line]
@@ -92,14 +92,14 @@ def test_an_operation_with_no_cpu_kernel_is_named_once_and_gets_zeros(level):
 
 @REAL_LEVELS
 def test_sampling_gives_valid_seeded_draws(level):
-    r = sim_harness.run(SCENARIOS, "sampling_is_valid_and_seeded", env=level)
+    r = torch_harness.run(SCENARIOS, "sampling_is_valid_and_seeded", env=level)
     assert r["in_range"] is True and r["reproducible"] is True, r
     assert r["distinct_values"] > 150, r  # 256 draws from 1000: real draws, not a constant
 
 
 def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_losses():
-    native = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT)
-    ours = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT, native=False)
+    native = torch_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT)
+    ours = torch_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT, native=False)
     assert native["steps"] == ours["steps"] == 3, (native, ours)
     assert native["allocator"] == "native" and ours["allocator"] == "phasealloc", (native, ours)
     assert len(native["losses"]) == 3 and native["losses"] == ours["losses"], (native, ours)
@@ -107,8 +107,8 @@ def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_
 
 def test_trls_rloo_sft_and_dpo_trainers_run_three_steps_under_both_allocators():
     for trainer in ("rloo", "sft", "dpo"):
-        native = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT)
-        ours = sim_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT, native=False)
+        native = torch_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT)
+        ours = torch_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=DEFAULT, native=False)
         assert native["steps"] == ours["steps"] == 3, (trainer, native, ours)
         assert ours["allocator"] == "phasealloc", (trainer, ours)
         assert native["losses"] == ours["losses"] and len(native["losses"]) == 3, (trainer, native, ours)
@@ -118,18 +118,18 @@ def test_trls_rloo_sft_and_dpo_trainers_run_three_steps_under_both_allocators():
 def test_trls_grpo_trainer_needs_the_values():
     """With kernels skipped (values:off) it dies in its first step (completions cut at an EOS no
     comparison computed): what the value levels are for."""
-    out = sim_harness.run(SCENARIOS, "trl_grpo_three_steps", env={"SIMCUDA_GPU": "quiet:1,values:off"},
+    out = torch_harness.run(SCENARIOS, "trl_grpo_three_steps", env={"SIMCUDA_GPU": "quiet:1,values:off"},
                           expect_ok=False)
     assert out.returncode != 0 and "Error" in out.stderr, out.stderr[-2000:]
 
 
 def test_without_values_kernels_leave_memory_as_it_was():
-    r = sim_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env={"SIMCUDA_GPU": "quiet:1,values:off"})
+    r = torch_harness.run(SCENARIOS, "generate_stops_on_eos_by_value", env={"SIMCUDA_GPU": "quiet:1,values:off"})
     assert r["stops"] != [[1, 2, 3, 4, 7]], r["stops"]  # no value: generate() runs to the limit
 
 
 def test_a_bad_value_level_is_refused_with_its_name():
-    out = sim_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1,values:fast"},
+    out = torch_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1,values:fast"},
                           expect_ok=False)
     assert out.returncode != 0
     assert "values:fast" in out.stderr or "'fast' for values" in out.stderr, out.stderr[-2000:]
@@ -137,9 +137,9 @@ def test_a_bad_value_level_is_refused_with_its_name():
 
 @pytest.mark.parametrize("quiet", [False, True], ids=["banner", "quiet"])
 def test_the_value_level_note_is_a_start_up_line_that_quiet_silences(quiet):
-    out = sim_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1" if quiet else "count:1"},
+    out = torch_harness.run(SCENARIOS, "data_dependent_sizes", env={"SIMCUDA_GPU": "quiet:1" if quiet else "count:1"},
                           expect_ok=False)
-    sim_harness.result(out, "data_dependent_sizes")
+    torch_harness.result(out, "data_dependent_sizes")
     noted = [line for line in out.stderr.splitlines() if line.startswith("simcuda: values: observable")]
     assert len(noted) == (0 if quiet else 1), out.stderr
     assert ("simcuda: simulated" in out.stderr) == (not quiet), out.stderr

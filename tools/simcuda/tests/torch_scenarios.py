@@ -8,7 +8,7 @@ import resource
 import sys
 import time
 
-from sim_harness import child_main
+from torch_harness import child_main
 from simcuda.introspect import simulator
 
 MIB = 1 << 20

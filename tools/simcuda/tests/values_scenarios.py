@@ -2,7 +2,7 @@
 the test sets (SIMCUDA_GPU=values:LEVEL) and returns what the test compares with the same work done
 on the CPU."""
 
-import sim_harness
+import torch_harness
 from tiny_rlhf import common_args, prompts, reward_length, tiny_llama_and_tokenizer, trained
 
 
@@ -240,4 +240,4 @@ def scenario_trl_dpo_three_steps():
 
 
 if __name__ == "__main__":
-    sim_harness.child_main(globals())
+    torch_harness.child_main(globals())

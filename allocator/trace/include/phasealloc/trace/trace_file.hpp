@@ -1,4 +1,5 @@
-// Traces on disk: load either encoding (sniffed from the first bytes), save either.
+// Traces on disk: load either encoding (sniffed from the first bytes), save either, or save the
+// records that programs in other languages read (trace_records.hpp).
 #pragma once
 
 #include <filesystem>
@@ -11,7 +12,7 @@
 
 namespace phasealloc {
 
-enum class trace_file_format { binary, text };
+enum class trace_file_format { binary, text, records };
 
 /// Loads a binary trace (magic "\x89PAT...") or a text trace ("# phasealloc-trace v1").
 result<trace, trace_error> load_trace(const std::filesystem::path& path);
