@@ -14,7 +14,8 @@ import pytest
 import sim_harness
 
 SIMCUDA = os.path.join(sim_harness.REPO, "tools", "simcuda")
-SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")))
+SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")) +
+                  glob.glob(os.path.join(SIMCUDA, "surface", "package-*.txt")))
 
 
 def read_surface(path):
