@@ -199,14 +199,38 @@ def package_surface(root, include_dir):
     for path in package_files(root, (".c",)):
         compiled |= set(re.findall(r"\b(cu[A-Z][A-Za-z0-9_]+)\b", open(path, encoding="utf-8", errors="replace").read()))
     entry_points(compiled, include_dir, symbols, nodes, "compiled at run time")
-    # NVML functions looked up by name from Python (ctypes: vLLM's vendored pynvml).
+    # Functions looked up by name from Python through ctypes (vLLM's vendored pynvml, its CudaRTLibrary
+    # and NCCLLibrary wrappers, Triton's driver.py): string literals that name a function of the
+    # runtime, the driver or NCCL (declared in their headers), or of NVML (no header in the toolkit).
+    runtime = set(re.findall(r"CUDARTAPI\s+(cuda[A-Za-z0-9_]+)\s*\(",
+                             open(os.path.join(include_dir, "cuda_runtime_api.h"), encoding="utf-8",
+                                  errors="replace").read()))
+    # NCCL: the functions the toolkit's nccl.h declares; a name it does not mention at all is newer
+    # than that header (the wheel's NCCL is) and counts unless it is a ctypes wrapper's own class
+    # (ncclDataTypeEnum); a name it mentions otherwise is a type (ncclUniqueId).
+    nccl_h = os.path.join(include_dir, "nccl.h")
+    nccl_text = open(nccl_h).read() if os.path.exists(nccl_h) else ""
+    nccl = set(re.findall(r"(?:ncclResult_t|const\s+char\s*\*)\s*(nccl[A-Z][A-Za-z0-9]*)\s*\(", nccl_text))
+    nccl_mentioned = set(re.findall(r"\b(nccl[A-Z][A-Za-z0-9]*)\b", nccl_text))
+    driver = set()
     for path in package_files(root, (".py",)):
         text = open(path, encoding="utf-8", errors="replace").read()
-        if "libnvidia-ml.so.1" not in text:
+        if "ctypes" not in text:
             continue
-        for name in sorted(set(re.findall(r"[\"'](nvml[A-Z][A-Za-z0-9_]+)[\"']", text))):
-            symbols[("libnvidia-ml.so.1", name)] = "dlsym"
-            nodes["libnvidia-ml.so.1"] = ""
+        for name in set(re.findall(r"[\"']([a-z][A-Za-z0-9_]+)[\"']", text)):
+            if name in runtime:
+                symbols.setdefault(("libcudart.so.13", name), "dlsym")
+                nodes.setdefault("libcudart.so.13", "libcudart.so.13")
+            elif name in nccl or (re.match(r"^nccl[A-Z][A-Za-z0-9]+$", name) and name not in nccl_mentioned and
+                                  not name.endswith("Enum")):
+                symbols.setdefault(("libnccl.so.2", name), "dlsym")
+                nodes.setdefault("libnccl.so.2", "")
+            elif re.match(r"^nvml[A-Z][A-Za-z0-9_]+$", name):
+                symbols.setdefault(("libnvidia-ml.so.1", name), "dlsym")
+                nodes.setdefault("libnvidia-ml.so.1", "")
+            elif name.startswith("cu"):
+                driver.add(name)
+    entry_points(driver, include_dir, symbols, nodes, "dlsym")
     return symbols, nodes, deps
 
 
