@@ -36,6 +36,7 @@ NOT_SUPPORTED = {
     "libnvshmem_host.so.3": (-1, "NVSHMEM's error return"),
     "libnvidia-ml.so.1": (3, "NVML_ERROR_NOT_SUPPORTED"),
     "libcurand.so.10": (999, "CURAND_STATUS_INTERNAL_ERROR (cuRAND has no 'not supported')"),
+    "libnvjpeg.so.13": (9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED"),
 }
 
 STRING_RETURN = re.compile(r"(GetErrorString|GetErrorName|GetStatusString|GetStatusName|GetResultString|"
