@@ -67,18 +67,25 @@ def run_rollout(native, model_dir, cuda_graphs=False):
     return json.loads(lines[-1][len("ROLLOUT "):]), out.stderr
 
 
-def check_rollout(r, native):
+def check_rollout(r, native, cuda_graphs=False):
     from vllm_rollout import MAX_TOKENS, VOCAB
 
     assert r["allocator"] == "native" if native else r["allocator"] != "native", r["allocator"]
     if on_simulator():
         assert r["total_bytes"] == SIM_MEMORY, r
     # The KV cache is what the utilization leaves of the device once weights and the profiled
-    # activations are counted: within 128 MiB of utilization * capacity for this tiny model.
+    # activations are counted: within 160 MiB of utilization * capacity for this tiny model
+    # (CUDA graphs' memory is profiled too: 97 MiB less with them, on PyTorch's allocator.)
     budget = r["utilization"] * r["total_bytes"]
-    assert budget - 128 * 1024 * 1024 <= r["kv_cache_bytes"] <= budget, r
-    assert len(r["tokens"]) == MAX_TOKENS and all(0 <= t < VOCAB for t in r["tokens"]), r
-    assert len(r["tokens_after_wake1"]) == MAX_TOKENS, r
+    assert budget - 160 * 1024 * 1024 <= r["kv_cache_bytes"] <= budget, r
+    assert len(r["tokens"]) == MAX_TOKENS and len(r["tokens_after_wake1"]) == MAX_TOKENS, r
+    if cuda_graphs:
+        assert r["cuda_graphs"] and "NONE" not in r["cudagraph_mode"], r  # vLLM captured its graphs
+    else:
+        # Eager: the sampler's argmax runs through the value mode, so ids are real indices. A CUDA
+        # graph's kernels are not computed on the simulator, so there they are whatever the
+        # memory held.
+        assert all(0 <= t < VOCAB for t in r["tokens"] + r["tokens_after_wake1"]), r
     # Sleep gives the KV cache (and at level 1 the weights, backed up on the host) back to the
     # device: cudaMemGetInfo sees at least the KV cache come back, and wake_up takes it again.
     assert r["free_asleep1"] - r["free_before_sleep1"] >= r["kv_cache_bytes"], r
@@ -97,11 +104,12 @@ if pytest is not None and __name__ != "__main__":
     def model_dir(tmp_path_factory):
         return tmp_path_factory.mktemp("tiny-llama")
 
+    @pytest.mark.parametrize("cuda_graphs", (False, True), ids=("eager", "cuda_graphs"))
     @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
-    def test_vllm_rollout_sleep_wake(native, model_dir):
+    def test_vllm_rollout_sleep_wake(native, cuda_graphs, model_dir):
         if vllm_python() is None:
             pytest.skip("no vLLM venv (tools/dev.sh vllm makes ~/.cache/phasealloc/venv-vllm0.33)")
         if not native and vllm_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh vllm builds it)" % VLLM_TORCH)
-        report, _ = run_rollout(native, model_dir / "model")
-        check_rollout(report, native)
+        report, _ = run_rollout(native, model_dir / "model", cuda_graphs)
+        check_rollout(report, native, cuda_graphs)

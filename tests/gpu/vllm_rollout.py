@@ -74,6 +74,7 @@ def main():
 
     report = {"total_bytes": total, "utilization": UTILIZATION, "kv_cache_bytes": kv_bytes,
               "free_after_start": free(), "cuda_graphs": cuda_graphs,
+              "cudagraph_mode": str(config.compilation_config.cudagraph_mode),
               "allocator": torch.cuda.get_allocator_backend()}
     report["tokens"] = generate()
     report["checksum_before_sleep"] = llm.apply_model(weights_checksum)[0]

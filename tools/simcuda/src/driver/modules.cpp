@@ -1,4 +1,4 @@
-// Driver API: modules and libraries loaded from images (cuModuleLoadData, cuLibraryLoadData),
+// Driver API: modules and libraries loaded from images (cuModuleLoad/LoadData, cuLibraryLoadData),
 // their functions and kernels, function attributes, and launches through the driver
 // (cuLaunchKernel, cuLaunchKernelEx): what a JIT such as Triton uses once its compiler (ptxas,
 // which runs on the CPU) has produced a cubin.
@@ -18,6 +18,8 @@
 //   (cuModuleGetGlobal) are not provided (the stub line). Cluster launches are validated for the
 //   grid being a multiple of the cluster; occupancy of clusters is not modelled.
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -136,6 +138,15 @@ extern "C" {
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   return load(image, reinterpret_cast<module_object**>(module), "cuModuleLoadData");
+}
+
+CUresult cuModuleLoad(CUmodule* module, const char* path) {  // a cubin, fatbinary or PTX file
+  if (path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  bytes.push_back('\0');  // PTX is read as text up to its terminating zero
+  return load(bytes.data(), reinterpret_cast<module_object**>(module), "cuModuleLoad");
 }
 
 CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*, void**) {
