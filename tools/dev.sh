@@ -16,12 +16,13 @@
 #   tools/dev.sh vllm    vLLM 0.33 as a rollout engine on the simulated GPU: its venv
 #                        (PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33, from
 #                        tests/requirements-vllm.txt), the bridge built against its torch, and
-#                        tests/gpu/test_vllm.py under both allocators
+#                        tests/gpu/test_vllm.py under both allocators; part of `test` unless
+#                        SKIP_VLLM=1
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
 # PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
-# MATRIX_TORCH, SKIP_MATRIX=1.
+# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -167,6 +168,7 @@ test_all() {
   log "tests (release build)"
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
   [ "${SKIP_MATRIX:-0}" = 1 ] || matrix
+  [ "${SKIP_VLLM:-0}" = 1 ] || vllm_test
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
