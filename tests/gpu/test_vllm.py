@@ -92,6 +92,9 @@ def check_rollout(r, native, cuda_graphs=False):
     assert r["free_awake1"] == r["free_before_sleep1"], r
     assert r["free_asleep2"] - r["free_awake1"] >= r["kv_cache_bytes"], r
     assert r["free_awake2"] == r["free_awake1"], r
+    # phasealloc's phase detection sees vLLM's sleep and wake_up (generation follows a wake-up).
+    if not native:
+        assert (r["phase_asleep1"], r["phase_awake1"]) == ("sleep", "generation"), r
     # Level 1 restores the weights from the host copy: the same values after wake_up.
     assert r["checksum_after_wake1"] == r["checksum_before_sleep"], r
 

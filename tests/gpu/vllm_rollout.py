@@ -72,6 +72,12 @@ def main():
         torch.cuda.synchronize()
         return torch.cuda.mem_get_info()[0]
 
+    phasealloc = sys.modules.get("phasealloc")  # loaded by the start-up hook under phasealloc
+
+    def phase():
+        """The phase phasealloc's detection set (None on PyTorch's allocator)."""
+        return phasealloc.current_phase() if phasealloc is not None and phasealloc.is_enabled() else None
+
     report = {"total_bytes": total, "utilization": UTILIZATION, "kv_cache_bytes": kv_bytes,
               "free_after_start": free(), "cuda_graphs": cuda_graphs,
               "cudagraph_mode": str(config.compilation_config.cudagraph_mode),
@@ -81,8 +87,10 @@ def main():
     report["free_before_sleep1"] = free()
     llm.sleep(level=1)
     report["free_asleep1"] = free()
+    report["phase_asleep1"] = phase()
     llm.wake_up()
     report["free_awake1"] = free()
+    report["phase_awake1"] = phase()
     report["checksum_after_wake1"] = llm.apply_model(weights_checksum)[0]
     report["tokens_after_wake1"] = generate()
     llm.sleep(level=2)
