@@ -115,21 +115,9 @@ CUresult launch(function_object* f, unsigned gx, unsigned gy, unsigned gz, unsig
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   stream* s = resolve_stream(handle);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  const gpu_spec& g = current_config().gpu;
-  const unsigned long long threads = 1ull * bx * by * bz;
-  if (gx == 0 || gy == 0 || gz == 0 || threads == 0 || threads > static_cast<unsigned>(g.max_threads_per_block) ||
-      gy > 65535 || gz > 65535 || bz > 64)
+  if (!launch_shape_valid(gx, gy, gz, bx, by, bz, shared_bytes, static_cast<std::size_t>(f->max_dynamic_shared_bytes)))
     return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int>(shared_bytes) > f->max_dynamic_shared_bytes) return CUDA_ERROR_INVALID_VALUE;
-  node_work work;
-  work.kind = node_kind::kernel;
-  work.function = f;
-  bool captured = false;
-  CUresult e = enqueue(s, handle, work, &captured);
-  if (e != CUDA_SUCCESS || captured) return e;  // counted when a launch of the graph runs it
-  count_kernel_launch();
-  tick();
-  return CUDA_SUCCESS;
+  return from(launch_kernel(s, legacy_handle(handle), f));
 }
 
 }  // namespace
