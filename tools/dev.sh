@@ -13,11 +13,16 @@
 #                        (MATRIX_TORCH, default "2.11.0 2.13.0 2.14.1"): a venv per release, the
 #                        bridge built against it, the suite on the release build's simulated GPU;
 #                        part of `test` unless SKIP_MATRIX=1
+#   tools/dev.sh vllm    vLLM 0.33 as a rollout engine on the simulated GPU: its venv
+#                        (PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33, from
+#                        tests/requirements-vllm.txt), the bridge built against its torch, and
+#                        tests/gpu/test_vllm.py under both allocators; part of `test` unless
+#                        SKIP_VLLM=1
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
 # PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
-# MATRIX_TORCH, SKIP_MATRIX=1.
+# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -163,6 +168,7 @@ test_all() {
   log "tests (release build)"
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
   [ "${SKIP_MATRIX:-0}" = 1 ] || matrix
+  [ "${SKIP_VLLM:-0}" = 1 ] || vllm_test
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
@@ -185,6 +191,45 @@ test_all() {
   log "all tests passed"
 }
 
+# vLLM pins its own torch (0.33: 2.14.0), so it gets its own venv: vLLM, torch and the packages
+# that require torch without dependencies (no nvidia-* CUDA wheels: the simulator replaces them),
+# then the rest of tests/requirements-vllm.txt; the bridge is built against that torch inside the
+# release build ($build_dir/torch-X.Y.Z, as `matrix` does).
+vllm_venv_dir=${PHASEALLOC_VLLM_VENV:-$HOME/.cache/phasealloc/venv-vllm0.33}
+vllm_requirements=tests/requirements-vllm.txt
+vllm_no_deps='^(vllm|torch|torchvision|compressed-tensors|xgrammar)=='
+vllm_env() {
+  local stamp="$vllm_venv_dir/.phasealloc-requirements" venv="$vllm_venv_dir"
+  if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$vllm_requirements"; }; then
+    log "vllm: making $venv (vLLM and its torch without their CUDA wheels)"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    grep -E "$vllm_no_deps" "$vllm_requirements" | xargs "$venv/bin/python" -m pip install -q --no-deps
+    grep -v -E -e "$vllm_no_deps" -e '^#' -e '^$' "$vllm_requirements" | xargs "$venv/bin/python" -m pip install -q
+    if "$venv/bin/python" -m pip list 2>/dev/null | grep -E -i '^(nvidia-|cuda-toolkit )'; then
+      echo "vllm: a CUDA wheel came in through a dependency (listed above): install its requirer --no-deps" >&2
+      return 1
+    fi
+    cp "$vllm_requirements" "$stamp"
+  fi
+  local version torch_dir
+  version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
+  torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+  log "vllm: the bridge built against torch $version ($build_dir/torch-$version)"
+  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
+    -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+}
+
+vllm_test() {
+  vllm_env
+  local version
+  version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
+  log "vllm: tests/gpu/test_vllm.py on the simulated GPU"
+  PHASEALLOC_VLLM_VENV="$vllm_venv_dir" PHASEALLOC_VLLM_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_vllm.py
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) deps; venv ;;
@@ -192,5 +237,6 @@ case "${1:-}" in
   demo) deps; demo ;;
   test) deps; venv; test_all ;;
   matrix) deps; build; matrix ;;
+  vllm) deps; venv; build; vllm_test ;;
   *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

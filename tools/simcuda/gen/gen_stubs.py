@@ -36,6 +36,7 @@ NOT_SUPPORTED = {
     "libnvshmem_host.so.3": (-1, "NVSHMEM's error return"),
     "libnvidia-ml.so.1": (3, "NVML_ERROR_NOT_SUPPORTED"),
     "libcurand.so.10": (999, "CURAND_STATUS_INTERNAL_ERROR (cuRAND has no 'not supported')"),
+    "libnvjpeg.so.13": (9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED"),
 }
 
 STRING_RETURN = re.compile(r"(GetErrorString|GetErrorName|GetStatusString|GetStatusName|GetResultString|"
@@ -86,14 +87,20 @@ def read_extra(path):
     return names
 
 
+# Every stub lies in this section: the linker's __start_/__stop_ symbols for it bound the stubs'
+# code, so cuGetProcAddress can tell a stub from an emulation of the same name (src/driver/).
+SECTION = "simcuda_stubs"
+
+
 def stub(library, name, code):
     call = 'simcuda_unemulated("%s", "%s", %d)' % (library, name, code)
+    attributes = '__attribute__((weak, section("%s")))' % SECTION
     if STRING_RETURN.search(name):
-        return ('__attribute__((weak)) const char* %s(void) {\n  %s;\n  return "simcuda: %s is not emulated";\n}\n'
-                % (name, call, name))
+        return ('%s const char* %s(void) {\n  %s;\n  return "simcuda: %s is not emulated";\n}\n'
+                % (attributes, name, call, name))
     if SIZE_RETURN.match(name):
-        return "__attribute__((weak)) size_t %s(void) {\n  %s;\n  return 0;\n}\n" % (name, call)
-    return "__attribute__((weak)) int %s(void) { return %s; }\n" % (name, call)
+        return "%s size_t %s(void) {\n  %s;\n  return 0;\n}\n" % (attributes, name, call)
+    return "%s int %s(void) { return %s; }\n" % (attributes, name, call)
 
 
 def main():

@@ -14,7 +14,8 @@ import pytest
 import torch_harness
 
 SIMCUDA = os.path.join(torch_harness.REPO, "tools", "simcuda")
-SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")))
+SURFACES = sorted(glob.glob(os.path.join(SIMCUDA, "surface", "torch-*.txt")) +
+                  glob.glob(os.path.join(SIMCUDA, "surface", "package-*.txt")))
 
 
 def read_surface(path):

@@ -392,6 +392,13 @@ graph_status update_capture_dependencies(stream* s, graph_node* const* deps, std
 /// Work queued on `s`. Not capturing: `*captured` false, ok (the caller runs it). Capturing: the
 /// work becomes a node (`*captured` true), or the error (invalidated, implicit).
 graph_status capture_work(stream* s, bool legacy, const node_work& work, bool* captured) noexcept;
+/// A kernel launch's shape: the grid and block extents and threads per block the device allows,
+/// and dynamic shared memory up to `shared_limit_bytes` (what the function may ask for).
+bool launch_shape_valid(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        std::size_t shared_bytes, std::size_t shared_limit_bytes) noexcept;
+/// A kernel launch whose shape is valid, from the runtime or the driver: recorded as a kernel
+/// node when `s` captures (counted when a launch of the graph runs it), else counted and skipped.
+graph_status launch_kernel(stream* s, bool legacy, const void* function) noexcept;
 /// cudaEventRecord on `s`: inside a capture the event remembers the capture's position
 /// (`external`: also an event-record node); outside, any capture marker of the event is dropped.
 graph_status capture_event_record(event* e, stream* s, bool legacy, bool external, bool* captured) noexcept;

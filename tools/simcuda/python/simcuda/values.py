@@ -148,6 +148,13 @@ def _make_mode(torch, level):
     def is_cuda(x):
         return isinstance(x, torch.Tensor) and x.device.type == "cuda"
 
+    fake_key = torch._C._TorchDispatchModeKey.FAKE
+
+    def faking():
+        """Whether a FakeTensorMode is active (torch.compile's tracing, vLLM's shape propagation):
+        its outputs are fake tensors, with no memory to compute into."""
+        return torch._C._get_dispatch_mode(fake_key) is not None
+
     def alias(t):
         """A CPU tensor over the bytes of CUDA tensor `t` (simcuda's device memory is host memory)."""
         storage = t.untyped_storage()
@@ -240,7 +247,7 @@ def _make_mode(torch, level):
             kwargs = kwargs or {}
             flat, _ = tree_flatten((args, kwargs))
             if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)) or capturing() or \
-                    func.namespace in _COMPUTED_BY_SIMCUDA or any(is_subclass(x) for x in flat):
+                    func.namespace in _COMPUTED_BY_SIMCUDA or any(is_subclass(x) for x in flat) or faking():
                 return func(*args, **kwargs)
             if func in python_answer:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))

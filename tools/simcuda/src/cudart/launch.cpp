@@ -50,20 +50,10 @@ cudaError_t launch(const void* function, dim3 grid, dim3 block, std::size_t shar
   if (function == nullptr) return result(cudaErrorInvalidDeviceFunction);
   stream* s = stream_of(handle);
   if (s == nullptr) return result(cudaErrorInvalidResourceHandle);
-  const gpu_spec& g = current_config().gpu;
-  const unsigned long long threads = 1ull * block.x * block.y * block.z;
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > static_cast<unsigned>(g.max_threads_per_block) ||
-      grid.y > 65535 || grid.z > 65535 || block.z > 64 || shared_bytes > g.shared_memory_per_block_optin_bytes)
+  if (!launch_shape_valid(grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes,
+                          current_config().gpu.shared_memory_per_block_optin_bytes))
     return result(cudaErrorInvalidConfiguration);
-  node_work work;
-  work.kind = node_kind::kernel;
-  work.function = function;
-  bool captured = false;
-  cudaError_t e = enqueue(s, handle, work, &captured);
-  if (e != cudaSuccess || captured) return e;  // counted when a launch of the graph runs it
-  count_kernel_launch();
-  tick();
-  return cudaSuccess;
+  return result(from(launch_kernel(s, legacy_handle(handle), function)));
 }
 
 }  // namespace

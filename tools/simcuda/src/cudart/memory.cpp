@@ -87,6 +87,18 @@ cudaError_t cudaHostUnregister(void* pointer) {
   return result(s == mem_status::ok ? cudaSuccess : cudaErrorHostMemoryNotRegistered);
 }
 
+// Mapped pinned memory under unified addressing (every 64-bit CUDA 13 platform): the device
+// address of pinned or registered host memory is the host address itself, as
+// cudaPointerGetAttributes reports it. vLLM reads pinned CPU tensors from kernels this way.
+cudaError_t cudaHostGetDevicePointer(void** device_pointer, void* host_pointer, unsigned int flags) {
+  if (device_pointer == nullptr || flags != 0) return result(cudaErrorInvalidValue);
+  pointer_info info = find_pointer(host_pointer);
+  if (info.kind != pointer_kind::host_pinned && info.kind != pointer_kind::host_registered)
+    return result(cudaErrorInvalidValue);
+  *device_pointer = host_pointer;
+  return cudaSuccess;
+}
+
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* pointer) {
   if (attributes == nullptr) return result(cudaErrorInvalidValue);
   std::memset(attributes, 0, sizeof *attributes);

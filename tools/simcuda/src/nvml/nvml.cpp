@@ -1,4 +1,4 @@
-// libnvidia-ml.so.1 stand-in: the NVML calls PyTorch makes about the simulated GPUs.
+// libnvidia-ml.so.1 stand-in: the NVML calls PyTorch and vLLM make about the simulated GPUs.
 //
 // Rationale
 //   PyTorch dlopens NVML and, once a driver is present, calls it unconditionally on some paths
@@ -177,6 +177,14 @@ nvml_return nvmlDeviceGetName(void* device, char* name, unsigned int length) {
   int i = index_of(device);
   if (i < 0 || name == nullptr || length == 0) return nvml_error_invalid_argument;
   std::snprintf(name, length, "%s", simcuda::current_config().gpu.name.c_str());
+  return nvml_success;
+}
+
+nvml_return nvmlDeviceGetCudaComputeCapability(void* device, int* major, int* minor) {
+  if (index_of(device) < 0 || major == nullptr || minor == nullptr) return nvml_error_invalid_argument;
+  const simcuda::gpu_spec& g = simcuda::current_config().gpu;  // as cudaDeviceProp's major/minor
+  *major = g.cc_major;
+  *minor = g.cc_minor;
   return nvml_success;
 }
 
