@@ -224,6 +224,9 @@ vllm_test() {
   vllm_env
   local version
   version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
+  log "vllm: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are the installed ones"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$vllm_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
   log "vllm: tests/gpu/test_vllm.py on the simulated GPU"
   PHASEALLOC_VLLM_VENV="$vllm_venv_dir" PHASEALLOC_VLLM_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \

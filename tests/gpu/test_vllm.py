@@ -2,8 +2,9 @@
 generation, sleep(level=1) and sleep(level=2) with their wake-ups, in one process, under PyTorch's
 allocator and under phasealloc (vllm_rollout.py is the child).
 
-vLLM pins its own torch (vLLM 0.33: torch 2.14.0), so it lives in its own venv
-(PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33; made by `tools/dev.sh vllm`), and
+vLLM pins its own torch (vLLM 0.33: torch 2.14.0), so it lives in its own venv, named by
+PHASEALLOC_VLLM_VENV (`tools/dev.sh vllm` makes ~/.cache/phasealloc/venv-vllm0.33, builds the
+bridge and runs this file with it; the suite of tests/gpu run without it skips these), and
 phasealloc's c10 bridge must be built against that torch (PHASEALLOC_VLLM_LIBRARY, default
 build*/torch-2.14.0/interpose/libphasealloc_torch.so, which `tools/dev.sh vllm` builds). Skips with
 the reason when either is missing.
@@ -28,7 +29,9 @@ VLLM_TORCH = "2.14.0"
 
 
 def vllm_python():
-    venv = os.environ.get("PHASEALLOC_VLLM_VENV", os.path.expanduser("~/.cache/phasealloc/venv-vllm0.33"))
+    venv = os.environ.get("PHASEALLOC_VLLM_VENV")  # named explicitly: `tools/dev.sh vllm` runs this file
+    if not venv:
+        return None
     python = os.path.join(venv, "bin", "python")
     return python if os.path.exists(os.path.join(venv, "bin", "python")) and glob.glob(
         os.path.join(venv, "lib", "python3*", "site-packages", "vllm")) else None
@@ -112,7 +115,7 @@ if pytest is not None and __name__ != "__main__":
     @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
     def test_vllm_rollout_sleep_wake(native, cuda_graphs, model_dir):
         if vllm_python() is None:
-            pytest.skip("no vLLM venv (tools/dev.sh vllm makes ~/.cache/phasealloc/venv-vllm0.33)")
+            pytest.skip("PHASEALLOC_VLLM_VENV names no vLLM venv (tools/dev.sh vllm makes one and runs this)")
         if not native and vllm_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh vllm builds it)" % VLLM_TORCH)
         report, _ = run_rollout(native, model_dir / "model", cuda_graphs)

@@ -129,3 +129,33 @@ def test_every_dt_needed_cuda_library_of_the_wheel_has_a_stand_in():
     assert needed, "the surface lists no DT_NEEDED CUDA libraries"
     missing = sorted(n for n in needed if not os.path.exists(os.path.join(torch_harness.find_simulator(), n)))
     assert missing == []
+
+
+def test_the_checked_in_package_surfaces_are_the_installed_packages(tmp_path):
+    """Each surface/package-NAME-X.Y.Z.txt whose package is installed here at that version (the vLLM
+    venv has vllm, triton and torchvision) is what gen/wheel_surface.py --package reads from it."""
+    import importlib.metadata
+
+    sim_harness.skip_or_fail()
+    checked = 0
+    for surface in SURFACES:
+        _, checked_in, facts = read_surface(surface)
+        if "package" not in facts:
+            continue
+        try:
+            installed_version = importlib.metadata.version(facts["package"])
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if installed_version != facts["version"]:
+            continue
+        out = tmp_path / ("%s.txt" % facts["package"])
+        subprocess.run([sys.executable, os.path.join(SIMCUDA, "gen", "wheel_surface.py"), "--package", facts["package"],
+                        "-o", str(out)], check=True)
+        _, installed, _ = read_surface(str(out))
+        added = sorted("%s %s" % s for s in installed - checked_in)
+        removed = sorted("%s %s" % s for s in checked_in - installed)
+        assert not added and not removed, "%s differs from the installed %s:\n  needs now: %s\n  no longer: %s" % (
+            surface, facts["package"], added, removed)
+        checked += 1
+    if checked == 0:
+        pytest.skip("no package with a checked-in surface is installed at its version here")
