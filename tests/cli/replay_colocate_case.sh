@@ -9,22 +9,8 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 data=$repo/tests/data/colocate
 failures=0
 
-# expect STATUS PATTERN COMMAND...: runs COMMAND (60 s at most), checks its exit status and that its
-# output matches the extended regular expression PATTERN.
-expect() {
-  want=$1 pattern=$2
-  shift 2
-  out=$(timeout 60 "$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want" ] || ! printf '%s\n' "$out" | grep -Eq -- "$pattern"; then
-    echo "FAIL: $*"
-    echo "  expected exit $want and /$pattern/, got exit $rc:"
-    printf '%s\n' "$out" | head -30 | sed 's/^/    /'
-    failures=$((failures + 1))
-  else
-    echo "ok: $* -> exit $rc"
-  fi
-}
+expect_seconds=60
+. "$repo/tests/cli/expect.sh"
 
 case $case_name in
   outcome)

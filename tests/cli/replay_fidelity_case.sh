@@ -8,22 +8,7 @@ case_name=$1 cli=$2 repo=$3 work=$4/$1
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 failures=0
 
-# expect STATUS PATTERN COMMAND...: runs COMMAND, checks its exit status and that its output
-# matches the extended regular expression PATTERN.
-expect() {
-  want=$1 pattern=$2
-  shift 2
-  out=$(timeout 120 "$@" 2>&1)
-  rc=$?
-  if [ "$rc" != "$want" ] || ! printf '%s\n' "$out" | grep -Eq -- "$pattern"; then
-    echo "FAIL: $*"
-    echo "  expected exit $want and /$pattern/, got exit $rc:"
-    printf '%s\n' "$out" | head -40 | sed 's/^/    /'
-    failures=$((failures + 1))
-  else
-    echo "ok: $* -> /$pattern/"
-  fi
-}
+. "$repo/tests/cli/expect.sh"
 
 case $case_name in
   kineto)  # .json.gz as the profiler writes it; the busiest device; the baseline; recorded reserved
