@@ -571,15 +571,6 @@ bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept {
   return false;
 }
 
-bool copy_moves_bytes(void* dst, const void* src) noexcept {
-  if (current_config().values != value_level::off) return true;
-  auto on_device = [](const void* p) {
-    pointer_info info = find_pointer(p);
-    return info.kind == pointer_kind::device || info.device >= 0;
-  };
-  return !(on_device(dst) && on_device(src));
-}
-
 void device_memset(void* pointer, int value, std::size_t bytes) noexcept {
   constexpr std::size_t host_page = 4096;
   auto begin = reinterpret_cast<std::uintptr_t>(pointer);
