@@ -72,8 +72,9 @@ compiling (load ~3), so times vary by about a second between runs.
   of simulated memory at its peak, plus the CPU's temporaries) is resident.
 
 Limitations:
-- kernels that bypass the dispatcher are not computed and get no stand-in: Triton kernels of
-  torch.compile, NCCL collectives;
+- kernels that bypass the dispatcher are not computed here and get no stand-in: Triton kernels
+  of torch.compile; NCCL's collectives are not computed here either, but simcuda's NCCL moves and
+  reduces their bytes itself (at every level but off);
 - operations on tensor subclasses are not computed: DTensor's own arithmetic (FSDP2's and tensor
   parallelism's sharded parameters, their optimizer step) runs its local operations inside this
   mode's handler, where the mode is off, so their outputs keep what the memory held. What crosses
