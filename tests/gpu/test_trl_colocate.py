@@ -99,4 +99,4 @@ if pytest is not None and __name__ != "__main__":
             assert p["device"] <= n["device"], (n, p)
         # While the trainer works (vLLM asleep), the device total is lower too.
         for phase in ("inference", "training", "optimizer"):
-            assert ours["phases"][phase]["device"] < native["phases"][phase]["device"], (native["phases"], ours["phases"])
+            assert ours["phases"][phase]["device"] < native["phases"][phase]["device"], (native, ours)

@@ -54,7 +54,8 @@ def engine_main(model_dir, inbox, outbox):
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True, detokenize=False)
 
     def generate():
-        return list(llm.generate([TokensPrompt(prompt_token_ids=PROMPT)], params, use_tqdm=False)[0].outputs[0].token_ids)
+        out = llm.generate([TokensPrompt(prompt_token_ids=PROMPT)], params, use_tqdm=False)
+        return list(out[0].outputs[0].token_ids)
 
     outbox.put({"tokens_before": generate(), "allocator": torch.cuda.get_allocator_backend()})
     update = inbox.get()
@@ -78,7 +79,8 @@ def vllm_layout(trainer):
             k, v = trainer[name.replace(".q_proj.", ".k_proj.")], trainer[name.replace(".q_proj.", ".v_proj.")]
             out[name.replace(".q_proj.", ".qkv_proj.")] = torch.cat([value, k, v])
         elif ".gate_proj." in name:
-            out[name.replace(".gate_proj.", ".gate_up_proj.")] = torch.cat([value, trainer[name.replace(".gate_proj.", ".up_proj.")]])
+            up = trainer[name.replace(".gate_proj.", ".up_proj.")]
+            out[name.replace(".gate_proj.", ".gate_up_proj.")] = torch.cat([value, up])
         elif not any(part in name for part in (".k_proj.", ".v_proj.", ".up_proj.")):
             out[name] = value
     return out
@@ -123,8 +125,8 @@ def scenario_ipc_weight_sync():
         bits = lambda t: t.contiguous().view(torch.int16) if t.dtype == torch.bfloat16 else t  # noqa: E731
         differ = sorted(n for n in trainer
                         if n not in engine_weights or not torch.equal(bits(trainer[n]), bits(engine_weights[n])))
-        checkpoint = vllm_layout({n: p.detach().cpu() for n, p in
-                                  AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).named_parameters()})
+        original = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+        checkpoint = vllm_layout({n: p.detach() for n, p in original.named_parameters()})
         unchanged = sorted(n for n in checkpoint if torch.equal(bits(checkpoint[n]), bits(engine_weights[n])))
     return {
         "trainer_allocator": torch.cuda.get_allocator_backend(),
