@@ -21,6 +21,10 @@ allocator through phasealloc._phase_detect's observers):
   pool     vLLM's CuMemAllocator pool, the bytes it holds mapped (its own books).
 and at each wake of the KV cache (the engine whole again): the device total and what the trainer's
 allocator holds then. The figures are JSON on the RESULT line; a table goes to stderr.
+
+At exit vLLM's CuMemAllocator frees its allocations, asleep ones too, and its C extension prints
+"CUDA Error: invalid argument at .../cumem_allocator.cpp:245": the simulator refuses to unmap what
+sleep already unmapped (not compared with a GPU). The exit status is 0.
 """
 
 import functools
