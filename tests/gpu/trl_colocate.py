@@ -22,9 +22,10 @@ allocator through phasealloc._phase_detect's observers):
 and at each wake of the KV cache (the engine whole again): the device total and what the trainer's
 allocator holds then. The figures are JSON on the RESULT line; a table goes to stderr.
 
-At exit vLLM's CuMemAllocator frees its allocations, asleep ones too, and its C extension prints
-"CUDA Error: invalid argument at .../cumem_allocator.cpp:245": the simulator refuses to unmap what
-sleep already unmapped (not compared with a GPU). The exit status is 0.
+At exit, while vLLM's CuMemAllocator releases its pool (asleep allocations among them), its C
+extension prints "CUDA Error: invalid argument at .../cumem_allocator.cpp:245". The exit status is
+0 and every figure is taken before; which call the simulator refused there is not traced yet (an
+unmap of what sleep already unmapped is the likely one), nor compared with a GPU.
 """
 
 import functools
