@@ -16,8 +16,9 @@
 #   tools/dev.sh vllm    vLLM 0.33 as a rollout engine on the simulated GPU: its venv
 #                        (PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33, from
 #                        tests/requirements-vllm.txt), the bridge built against its torch, and
-#                        tests/gpu/test_vllm.py under both allocators; part of `test` unless
-#                        SKIP_VLLM=1
+#                        tests/gpu/test_vllm.py, test_trl_colocate.py (TRL's GRPO with vLLM
+#                        colocated) and test_vllm_ipc.py (IPC weight sync to an engine in another
+#                        process) under both allocators; part of `test` unless SKIP_VLLM=1
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
@@ -197,7 +198,7 @@ test_all() {
 # release build ($build_dir/torch-X.Y.Z, as `matrix` does).
 vllm_venv_dir=${PHASEALLOC_VLLM_VENV:-$HOME/.cache/phasealloc/venv-vllm0.33}
 vllm_requirements=tests/requirements-vllm.txt
-vllm_no_deps='^(vllm|torch|torchvision|compressed-tensors|xgrammar)=='
+vllm_no_deps='^(vllm|torch|torchvision|compressed-tensors|xgrammar|trl|accelerate)=='
 vllm_env() {
   local stamp="$vllm_venv_dir/.phasealloc-requirements" venv="$vllm_venv_dir"
   if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$vllm_requirements"; }; then
@@ -227,10 +228,11 @@ vllm_test() {
   log "vllm: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are the installed ones"
   PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
     "$vllm_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
-  log "vllm: tests/gpu/test_vllm.py on the simulated GPU"
+  log "vllm: tests/gpu/test_vllm.py, test_trl_colocate.py and test_vllm_ipc.py on the simulated GPU"
   PHASEALLOC_VLLM_VENV="$vllm_venv_dir" PHASEALLOC_VLLM_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
-    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_vllm.py
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_vllm.py tests/gpu/test_trl_colocate.py \
+    tests/gpu/test_vllm_ipc.py
 }
 
 case "${1:-}" in

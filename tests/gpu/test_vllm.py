@@ -45,6 +45,13 @@ def vllm_bridge():
     return max(found, key=os.path.getmtime) if found else None
 
 
+# The environment of a vLLM child on the simulated GPU: the engine core in this process (its GPU is
+# the simulated one the launcher set up), PyTorch's sampler (FlashInfer's JIT-compiles with nvcc),
+# nothing from the network.
+VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1",
+            "HF_HUB_OFFLINE": "1"}
+
+
 def run_rollout(native, model_dir, cuda_graphs=False):
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
@@ -53,10 +60,7 @@ def run_rollout(native, model_dir, cuda_graphs=False):
     if on_simulator():
         env["PHASEALLOC_SIMCUDA_DIR"] = find_simulator()
         env.setdefault("SIMCUDA_GPU", "quiet:1")
-    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process: its GPU is ours
-    env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"  # FlashInfer's sampler JIT-compiles with nvcc
-    env["VLLM_NO_USAGE_STATS"] = "1"
-    env["HF_HUB_OFFLINE"] = "1"
+    env.update(VLLM_ENV)
     command = launcher()
     if on_simulator():
         command = [command[0], "--sim-gpu=%dGiB" % (SIM_MEMORY // GIB)] + command[2:]

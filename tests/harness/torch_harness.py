@@ -169,18 +169,19 @@ def child_env(conf=None, bridge="auto", sim=None):
 
 
 def run(test_file, scenario, sim_gpu="80GiB", native=True, conf=None, bridge="auto", env=None, timeout=900,
-        expect_ok=True):
+        expect_ok=True, python=None):
     """Runs scenario_<scenario> of test_file in a fresh process started through phasealloc-run and
     returns what it returned (expect_ok=False: the finished process, for result()).
     sim_gpu: the simulated GPU's size, or None for the machine's GPU when it has one (launcher());
     native: PyTorch's own allocator (--native), else phasealloc swapped in; conf, bridge: see
-    child_env; env: variables set for the child, last."""
+    child_env; env: variables set for the child, last; python: the child's interpreter (default
+    this one; another venv's, e.g. vLLM's with its own torch)."""
     if sim_gpu is not None:
         skip_or_fail()
     child = child_env(conf, bridge, sim=True if sim_gpu is not None else None)
     child.update(env or {})
     command = launcher(sim_gpu) + (["--native"] if native else [])
-    command += ["--", sys.executable, os.path.abspath(test_file), scenario]
+    command += ["--", python or sys.executable, os.path.abspath(test_file), scenario]
     out = subprocess.run(command, env=child, capture_output=True, text=True, timeout=timeout)
     if not expect_ok:
         return out

@@ -288,6 +288,32 @@ def test_vllm_detection_when_imported_before_enable(fresh):
     assert phasealloc.current_phase() == "sleep"
 
 
+def test_observers_are_told_each_detected_phase_without_the_allocator(fresh):
+    phasealloc, torch = fresh
+    import transformers
+    import vllm
+    from phasealloc import _phase_detect
+
+    told = []
+    _phase_detect.install()  # what a measuring harness does under PyTorch's allocator
+    _phase_detect.add_observer(told.append)
+    assert not phasealloc.is_enabled()
+    model, _ = _make_model(torch, transformers)
+    with torch.no_grad():
+        model()
+    model()
+    model()  # the same phase again: not told twice
+    torch.optim.AdamW().step()
+    llm = vllm.LLM()
+    llm.wake_up()
+    llm.generate(["p"])
+    llm.sleep()
+    assert told == ["inference", "training", "optimizer", "generation", "sleep"]
+    _phase_detect.remove_observer(told.append)
+    model()
+    assert len(told) == 5
+
+
 def test_detection_install_is_idempotent_and_uninstall_restores(enabled):
     phasealloc, torch = enabled
     import transformers

@@ -23,6 +23,9 @@ active every hook does nothing.
 transformers and vLLM are wrapped when they are imported (a post-import hook, _import_hooks), never
 imported from here, so a program that does not use them pays nothing. install() is idempotent and
 uninstall() restores every wrapped attribute and removes every hook.
+Observers (add_observer) are told every phase detection sets, with or without phasealloc as the
+allocator: a measuring harness sees the phases phasealloc would see under PyTorch's allocator too
+(install() the hooks, add an observer; PHASEALLOC unset).
 Limitations: a model class that overrides generate() without calling GenerationMixin.generate is
 seen only through its forwards (inference). The global forward pre-hook costs one Python call per
 module forward; enable(detect_phases=False) or PHASEALLOC_DETECT=0 turns detection off.
@@ -42,6 +45,7 @@ _seen_changes = -1        # _phases.changes() when detection last set it
 _restore = []             # (owner, attribute, original)
 _handles = []             # hook handles with .remove()
 _import_callbacks = []    # (module name, callback)
+_observers = []           # callback(phase name), told each phase detection sets
 _installed = False
 
 
@@ -59,6 +63,20 @@ def detect(name):
         _phases._set(name)
         _detected = name
         _seen_changes = _phases.changes()
+        observers = list(_observers)
+    for observer in observers:
+        observer(name)
+
+
+def add_observer(callback):
+    """Calls callback(name) each time detection sets a phase (after it is set)."""
+    with _lock:
+        _observers.append(callback)
+
+
+def remove_observer(callback):
+    with _lock:
+        _observers.remove(callback)
 
 
 def _reset_detected():
@@ -196,6 +214,7 @@ def uninstall():
         owner, attribute, original = _restore.pop()
         setattr(owner, attribute, original)
     _reset_detected()
+    del _observers[:]
     _installed = False
 
 

@@ -10,6 +10,7 @@ import torch_harness
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_scenarios.py")
 GIB = 1 << 30
+MIB = 1 << 20
 
 
 def test_devices_properties_and_copies():
@@ -35,6 +36,15 @@ def test_allocator_books_match_the_simulator_through_random_ops_on_two_streams()
     assert r["peak_reserved"] == r["peak_mapped"]
     assert r["reserved_after_empty_cache"] == 0 and r["mapped_after_empty_cache"] == 0
     assert r["unemulated"] == 0
+
+
+def test_interval_peaks_of_the_mapped_bytes():
+    r = torch_harness.run(SCENARIOS, "interval_peaks")
+    # Each interval's peak is its own; the run's peak is the largest of them, untouched by taking.
+    assert r["first"] == 200 * MIB, r
+    assert r["second"] == 0, r  # nothing mapped in between: the interval starts at the bytes mapped then
+    assert r["mapped_kept"] == 2 * MIB and r["third"] == 2 * MIB + 30 * MIB, r  # a small segment kept, 30 MiB on top
+    assert r["peak"] == 200 * MIB and r["mapped_end"] == 2 * MIB, r
 
 
 def test_expandable_segments_map_pages_and_empty_cache_returns_them():

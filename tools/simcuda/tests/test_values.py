@@ -33,6 +33,7 @@ def test_data_dependent_sizes_and_python_answers_are_the_cpus(level):
     assert abs(r["item"][0] - r["item"][1]) < 1e-3, r["item"]
     assert r["equal"] == [True, False]
     assert r["index_put_mask"] is True
+    assert r["mask_backwards"] is True
     assert r["strided_to_host"] is True
 
 

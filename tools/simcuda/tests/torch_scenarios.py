@@ -126,6 +126,28 @@ def scenario_books():
     }
 
 
+def scenario_interval_peaks():
+    """Three intervals of the simulator's mapped bytes (take_interval_peak_mapped): 200 MiB held and
+    returned, then nothing new, then 30 MiB on top of 2 MiB kept."""
+    import torch
+
+    sim = simulator()
+    sim.take_interval_peak_mapped()  # start: what torch's start-up mapped
+    big = torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+    del big
+    torch.cuda.empty_cache()
+    first = sim.take_interval_peak_mapped()
+    second = sim.take_interval_peak_mapped()
+    kept = torch.empty(MIB, dtype=torch.uint8, device="cuda")
+    mapped_kept = sim.mapped()
+    more = torch.empty(30 * MIB, dtype=torch.uint8, device="cuda")
+    del more
+    torch.cuda.empty_cache()
+    third = sim.take_interval_peak_mapped()
+    return {"first": first, "second": second, "third": third, "mapped_kept": mapped_kept, "mapped_end": sim.mapped(),
+            "peak": sim.peak_mapped(), "kept": kept.numel()}
+
+
 def scenario_expandable():
     import torch
 

@@ -31,6 +31,16 @@ def scenario_data_dependent_sizes():
     y = x.clone()
     y[y > 0] = 0.0  # index_put_ with a boolean mask
     out["index_put_mask"] = bool(torch.equal(y.cpu(), host.masked_fill(host > 0, 0.0)))
+    # Backwards that count a mask inside their CUDA form: boolean indexing's (index_put with boolean
+    # indices) and masked_scatter's (masked_scatter_backward: a masked_select of the gradient).
+    grads = {}
+    for device in ("cuda", "cpu"):
+        a = host.to(device).requires_grad_()
+        source = torch.arange(257 * 33, dtype=torch.float32, device=device).view(257, 33).requires_grad_()
+        mask = host.to(device) > 0.3
+        ((a[mask] * 3).sum() + (a.masked_scatter(mask, source) * a.detach()).sum()).backward()
+        grads[device] = (a.grad.cpu(), source.grad.cpu())
+    out["mask_backwards"] = all(torch.equal(g, c) for g, c in zip(grads["cuda"], grads["cpu"]))
     return out
 
 

@@ -176,6 +176,9 @@ const char* to_string(mem_status status) noexcept;
 std::size_t mapped_bytes(int device) noexcept;
 /// Peak of mapped_bytes(device) since start.
 std::size_t peak_mapped_bytes(int device) noexcept;
+/// Peak of mapped_bytes(device) since the previous call (since start for the first), and starts the
+/// next interval at the bytes mapped now; peak_mapped_bytes is unaffected. Measures per-phase peaks.
+std::size_t take_interval_peak_mapped_bytes(int device) noexcept;
 /// Live cudaMalloc allocations of `device`.
 std::size_t live_allocations(int device) noexcept;
 

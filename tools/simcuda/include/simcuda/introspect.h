@@ -33,6 +33,9 @@ int simcuda_get_counters(struct simcuda_counters* out, size_t bytes);
 /* Device memory mapped now / at its peak (cudaMalloc allocations + cuMemCreate handles). */
 size_t simcuda_mapped_bytes(int device);
 size_t simcuda_peak_mapped_bytes(int device);
+/* The peak of the mapped bytes since the previous call (since start for the first); the next
+ * interval starts at the bytes mapped now. simcuda_peak_mapped_bytes is unaffected. */
+size_t simcuda_take_interval_peak_mapped_bytes(int device);
 /* NCCL's own buffers on a device (part of the mapped bytes, outside the framework's allocator):
  * now / at their peak. */
 size_t simcuda_nccl_bytes(int device);

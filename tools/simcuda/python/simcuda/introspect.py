@@ -27,7 +27,8 @@ def _library(required=True):
             lib.simcuda_get_counters  # noqa: B018 (raises AttributeError where simcuda is absent)
         except (OSError, AttributeError):
             continue
-        for function in ("simcuda_mapped_bytes", "simcuda_peak_mapped_bytes", "simcuda_live_allocations",
+        for function in ("simcuda_mapped_bytes", "simcuda_peak_mapped_bytes", "simcuda_take_interval_peak_mapped_bytes",
+                         "simcuda_live_allocations",
                          "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes"):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
@@ -81,6 +82,11 @@ class simulator:
 
     def peak_mapped(self, device=0):
         return self.lib.simcuda_peak_mapped_bytes(device)
+
+    def take_interval_peak_mapped(self, device=0):
+        """The peak of the mapped bytes since the previous call (since start for the first); the next
+        interval starts now. peak_mapped() is unaffected."""
+        return self.lib.simcuda_take_interval_peak_mapped_bytes(device)
 
     def nccl(self, device=0):
         """NCCL's own buffers on the device now (its memory model, outside PyTorch's allocator)."""

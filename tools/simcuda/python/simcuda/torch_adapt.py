@@ -2,7 +2,7 @@
 sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
 keep PyTorch's and transformers' own choices).
 
-Rationale: on the simulator kernels do not run, so what a real job relies on breaks in four places:
+Rationale: on the simulator kernels do not run, so what a real job relies on breaks in five places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
@@ -15,6 +15,16 @@ Rationale: on the simulator kernels do not run, so what a real job relies on bre
   at once. Greedy and sampling decoding stop at exactly max_length instead, the longest a real run
   can go, which is the memory a dry run must plan for. At the other levels generate() is left as
   it is.
+- **vLLM's sampled token ids.** vLLM's model runner V2 (its default from 0.33) samples with a Triton
+  kernel (`_gumbel_sample_kernel`: temperature, Gumbel noise, per-block maxima) into a buffer that
+  nothing else writes; the simulator launches it but computes nothing, so the token ids are whatever
+  that memory held before: zeros while it is fresh, then anything (a 4294967297 killed TRL's
+  detokenizer in its third step). At the value levels that compute, `gumbel_sample` runs as it is
+  (its allocations and launch unchanged) and its result is then computed on the CPU from the
+  logits, written through the output's alias (no CUDA call, no allocation): the argmax of
+  logits / temperature plus Gumbel noise (CPU draws), or of the logits where the temperature is 0.
+  The ids are valid and follow the logits; they are not the GPU's draws. Logits a CUDA graph or a
+  compiled kernel produced are not computed either, so sampling from them is arbitrary but valid.
 - **A clean exit.** Every graph backward() runs keeps Python objects (the thread-local state it
   started under: the caller's contextvars, the value mode), and the device thread that ran its
   CUDA nodes may drop the last reference just after backward() has returned on the main thread.
@@ -30,6 +40,7 @@ own stop checks.
 """
 
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -114,9 +125,38 @@ def _adapt_generation(utils):
     stop_check.__call__ = call
 
 
+def _adapt_vllm_sampling(gumbel):
+    import torch
+
+    original = getattr(gumbel, "gumbel_sample", None)
+    if original is None:
+        _say("vLLM's gumbel_sample is not where it is expected; its sampled ids are not computed")
+        return
+
+    @functools.wraps(original)
+    def gumbel_sample(logits, expanded_idx_mapping, temperature, seed, pos, apply_temperature, *args, **kwargs):
+        sampled = original(logits, expanded_idx_mapping, temperature, seed, pos, apply_temperature, *args, **kwargs)
+        if sampled.numel() == 0 or torch.cuda.is_current_stream_capturing():
+            return sampled
+        torch.cuda.current_stream().synchronize()
+        scores = values.cpu_alias(logits).float()
+        if apply_temperature:
+            rows = values.cpu_alias(expanded_idx_mapping).long()
+            t = values.cpu_alias(temperature)[rows].float().unsqueeze(1)
+            noise = -torch.log(-torch.log(torch.rand(scores.shape).clamp_(1e-20, 1.0)))
+            scores = torch.where(t == 0, scores, scores / torch.where(t == 0, 1.0, t) + noise)
+        values.cpu_alias(sampled).copy_(scores.argmax(dim=-1).view(sampled.shape))
+        return sampled
+
+    gumbel.gumbel_sample = gumbel_sample
+
+
 def install(when_imported):
-    """Adapts torch, and transformers' decoding at values:off, when each is imported:
+    """Adapts torch, vLLM's sampling at the levels that compute values, and transformers' decoding at
+    values:off, when each is imported:
     `when_imported(module_name, callback)` is the caller's post-import hook."""
     when_imported("torch", _adapt_torch)
+    if introspect.value_level() != "off":  # what a Triton kernel samples, computed as the values are
+        when_imported("vllm.v1.worker.gpu.sample.gumbel", _adapt_vllm_sampling)
     if introspect.value_level() == "off":  # real values stop generate() by themselves
         when_imported("transformers.generation.utils", _adapt_generation)

@@ -22,8 +22,10 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
   ...) on "cuda" run again with device="cpu" into the output's alias.
 - Operations whose output *size* depends on values (PyTorch tags them dynamic_output_shape:
   `nonzero`, `masked_select`, `unique`, boolean indexing, `repeat_interleave`, `bincount`,
-  `one_hot`) and `index_put_` with boolean indices run on the CPU only: the CUDA kernel would read
-  a count that was never computed. Their CUDA output is then allocated at the size the CPU gave,
+  `one_hot`), `index_put_` and `index_put` (the backward of boolean indexing) with boolean
+  indices, and `masked_scatter_backward` (a fixed output size, but its CUDA form is a
+  `masked_select` below this mode) run on the CPU only: the CUDA kernel would read a count that
+  was never computed. Their CUDA output is then allocated at the size the CPU gave,
   and filled through its alias.
 - Operations that return a Python value (`item`, `equal`, `is_nonzero`) answer from the CPU, and
   host outputs of CUDA operations get the CPU's result too (`.cpu()` of a strided view runs a
@@ -99,6 +101,21 @@ from . import introspect
 _mode = None
 
 
+def cpu_alias(t):
+    """A CPU tensor over the bytes of CUDA tensor `t` (simcuda's device memory is host memory): what
+    is written through it is in device memory, with no copy and no CUDA call."""
+    import torch
+
+    storage = t.untyped_storage()
+    nbytes = storage.nbytes()
+    if nbytes == 0 or t.numel() == 0:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    raw = (ctypes.c_byte * nbytes).from_address(storage.data_ptr())
+    base = torch.frombuffer(raw, dtype=torch.uint8)
+    typed = base.view(t.dtype) if t.dtype != torch.uint8 else base
+    return typed.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
 def _say(message):
     try:
         print("simcuda: values: " + message, file=sys.stderr)
@@ -132,6 +149,9 @@ def _make_mode(torch, level):
 
     aten = torch.ops.aten
     dynamic = torch.Tag.dynamic_output_shape
+    # Fixed output size, but the CUDA form counts a mask's elements below this mode (masked_select).
+    counts_inside = {aten.masked_scatter_backward.default}
+    index_puts = {aten.index_put_.default, aten.index_put.default}  # with boolean indices: nonzero inside
     python_answer = {aten._local_scalar_dense.default, aten.item.default, aten.equal.default,
                      aten.is_nonzero.default}
     named_once = set()
@@ -156,16 +176,7 @@ def _make_mode(torch, level):
         its outputs are fake tensors, with no memory to compute into."""
         return torch._C._get_dispatch_mode(fake_key) is not None
 
-    def alias(t):
-        """A CPU tensor over the bytes of CUDA tensor `t` (simcuda's device memory is host memory)."""
-        storage = t.untyped_storage()
-        nbytes = storage.nbytes()
-        if nbytes == 0 or t.numel() == 0:
-            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
-        raw = (ctypes.c_byte * nbytes).from_address(storage.data_ptr())
-        base = torch.frombuffer(raw, dtype=torch.uint8)
-        typed = base.view(t.dtype) if t.dtype != torch.uint8 else base
-        return typed.as_strided(t.shape, t.stride(), t.storage_offset())
+    alias = cpu_alias
 
     def to_cpu(x):
         if is_cuda(x):
@@ -252,7 +263,7 @@ def _make_mode(torch, level):
                 return func(*args, **kwargs)
             if func in python_answer:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
-            if dynamic in func.tags or (func is aten.index_put_.default and bool_indices(args)):
+            if dynamic in func.tags or func in counts_inside or (func in index_puts and bool_indices(args)):
                 return self._on_cpu_first(func, args, kwargs)
             out = func(*args, **kwargs)
             name = func._schema.name.split("::")[-1]

@@ -90,6 +90,7 @@ struct device_state {
   detail::range_allocator phys{0};
   std::size_t mapped = 0;
   std::size_t peak = 0;
+  std::size_t interval_peak = 0;  ///< peak since the last take_interval_peak_mapped_bytes
   std::map<std::uintptr_t, allocation> allocations;   ///< cudaMalloc base -> allocation
   std::map<std::uintptr_t, std::size_t> reservations; ///< cuMemAddressReserve base -> bytes
   std::map<std::uintptr_t, std::size_t> ipc_opened;   ///< cudaIpcOpenMemHandle base -> bytes
@@ -183,7 +184,8 @@ bool charge_locked(device_state& d, std::size_t bytes) {
     return false;
   }
   d.mapped += bytes;
-  if (d.mapped > d.peak) d.peak = d.mapped;
+  d.peak = std::max(d.peak, d.mapped);
+  d.interval_peak = std::max(d.interval_peak, d.mapped);
   return true;
 }
 
@@ -226,6 +228,16 @@ std::size_t peak_mapped_bytes(int device) noexcept {
   books& b = the_books();
   std::lock_guard lock(b.mu);
   return device_locked(b, device).peak;
+}
+
+std::size_t take_interval_peak_mapped_bytes(int device) noexcept {
+  if (!valid_device(device)) return 0;
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  device_state& d = device_locked(b, device);
+  const std::size_t peak = std::max(d.interval_peak, d.mapped);
+  d.interval_peak = d.mapped;
+  return peak;
 }
 
 std::size_t live_allocations(int device) noexcept {

@@ -20,6 +20,9 @@ int simcuda_get_counters(struct simcuda_counters* out, size_t bytes) {
 
 size_t simcuda_mapped_bytes(int device) { return simcuda::mapped_bytes(device); }
 size_t simcuda_peak_mapped_bytes(int device) { return simcuda::peak_mapped_bytes(device); }
+size_t simcuda_take_interval_peak_mapped_bytes(int device) {
+  return simcuda::take_interval_peak_mapped_bytes(device);
+}
 size_t simcuda_nccl_bytes(int device) { return simcuda::nccl_bytes(device); }
 size_t simcuda_peak_nccl_bytes(int device) { return simcuda::peak_nccl_bytes(device); }
 size_t simcuda_live_allocations(int device) { return simcuda::live_allocations(device); }
