@@ -15,6 +15,7 @@ constexpr pool_id small_pool = 0;
 constexpr pool_id large_pool = 1;
 constexpr pool_id pinned_pool = 2;
 constexpr pool_id rollout_pool = 3;
+
 constexpr std::size_t min_block_bytes = 512;
 /// Growing back toward a phase's learned need maps at most this many times the request at once.
 constexpr std::size_t map_ahead_requests = 16;
@@ -75,6 +76,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.small_grow_bytes = *v;
   }
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
+  if (auto v = reader.get_bool("lifetime")) o.lifetime = *v;
   if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
   if (auto v = reader.get_string("rollout_phases")) {
     o.rollout_phases.clear();
@@ -115,6 +117,7 @@ std::string phasealloc_policy::spec() const {
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
   if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
+  if (options_.lifetime) s += ",lifetime:true";
   if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
     s += fmt::format(",phase_pools:{}", options_.phase_pools);
   }
@@ -138,8 +141,19 @@ pool_id phasealloc_policy::pool_for(const alloc_request& request, std::size_t ro
       std::find(sizes.begin(), sizes.end(), request.requested_bytes) != sizes.end()) {
     return pinned_pool;
   }
-  if (size_class_of(rounded_bytes) == 0) return small_pool;
+  const bool small = size_class_of(rounded_bytes) == 0;
+  if (small) return small_pool;
   return in_rollout_ ? rollout_pool : large_pool;
+}
+
+placement phasealloc_policy::placement_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept {
+  if (!options_.lifetime) return placement::best_fit;
+  if (before_first_phase_) return placement::lowest_address;  // model load: weights, buffers
+  if (lifetimes_now_ == nullptr) return placement::best_fit;
+  const lifetime_key key{rounded_bytes, request.stream};
+  return lifetimes_now_->long_lived.count(key) != 0 || lifetimes_now_->mid_lived.count(key) != 0
+             ? placement::lowest_address
+             : placement::best_fit;
 }
 
 std::size_t phasealloc_policy::segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept {
@@ -200,12 +214,36 @@ release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
   return {everything, pinned_too};
 }
 
+void phasealloc_policy::learn_lifetimes(const transition_context& c) {
+  phase_lifetimes& ending = lifetimes_[std::string(c.from_name)];
+  ending.survived.clear();
+  for (const live_block& b : c.live_blocks) {
+    if (b.birth_interval == c.interval) ending.survived.insert({round_bytes(b.requested_bytes), b.stream});
+  }
+  ending.last_interval = c.interval;
+  phase_lifetimes& starting = lifetimes_[std::string(c.to_name)];
+  lifetimes_now_ = &starting;
+  // Into the same phase: the cycle is this one interval, nothing new to classify.
+  if (c.from_name == c.to_name || starting.last_interval == UINT32_MAX) return;
+  // The starting phase's last interval's survivors still allocated now outlived the whole cycle.
+  starting.long_lived.clear();
+  for (const live_block& b : c.live_blocks) {
+    if (b.birth_interval == starting.last_interval) starting.long_lived.insert({round_bytes(b.requested_bytes), b.stream});
+  }
+  starting.mid_lived.clear();
+  for (const lifetime_key& k : starting.survived) {
+    if (starting.long_lived.count(k) == 0) starting.mid_lived.insert(k);
+  }
+}
+
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
   learned_[std::string(c.from_name)] =
       phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
   successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
+  before_first_phase_ = false;
+  if (options_.lifetime) learn_lifetimes(c);
   const auto& rollout = options_.rollout_phases;
   in_rollout_ = options_.phase_pools && std::find(rollout.begin(), rollout.end(), phase_) != rollout.end();
   std::size_t keep = c.allocated_bytes;

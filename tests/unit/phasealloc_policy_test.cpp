@@ -341,5 +341,70 @@ TEST(PhaseallocPolicyTest, ConfigErrorsNameTheKey) {
   EXPECT_EQ(make_policy(spec).value()->spec(), spec);
 }
 
+TEST(PhaseallocPolicyTest, LifetimesAreLearnedFromWhatOutlivedEachInterval) {
+  // Weights made while loading live for ever; each training interval leaves gradients that the
+  // optimizer frees (they outlive their interval, not the cycle); the first optimizer interval makes
+  // an optimizer state that lives for ever (it outlives the cycle).
+  rig r("phasealloc:lifetime:true");
+  const device_address weights = r.alloc(6 * mib);
+  for (int step = 0; step < 3; ++step) {
+    r.eng.set_phase("training");
+    const device_address activation = r.alloc(10 * mib);
+    const device_address gradient = r.alloc(6 * mib);
+    r.free(activation);
+    r.eng.set_phase("optimizer");
+    if (step == 0) r.alloc(12 * mib);  // optimizer state, kept
+    const device_address temporary = r.alloc(8 * mib);
+    r.free(temporary);
+    r.free(gradient);
+  }
+  r.eng.set_phase("training");
+  const auto& lifetimes = dynamic_cast<const phasealloc_policy&>(*r.pol).lifetimes();
+  using key = phasealloc_policy::lifetime_key;
+  const auto& training = lifetimes.at("training");
+  EXPECT_EQ(training.survived, std::set<key>({{6 * mib, 0}}));
+  EXPECT_EQ(training.mid_lived, std::set<key>({{6 * mib, 0}}));  // the gradient died in the optimizer
+  EXPECT_TRUE(training.long_lived.empty());
+  const auto& optimizer = lifetimes.at("optimizer");
+  EXPECT_TRUE(optimizer.survived.empty());  // its last interval made nothing that outlived it
+  EXPECT_EQ(optimizer.long_lived, std::set<key>{});  // the state came from an interval two back
+  r.free(weights);
+}
+
+TEST(PhaseallocPolicyTest, LifetimePlacementPacksBlocksThatOutliveTheirPhaseLow) {
+  // Each training interval leaves two holes, 8 MiB low and 4 MiB high, and then makes a 4 MiB block
+  // that outlives it (freed by the optimizer). Best fit puts it in the high hole, so when training
+  // ends its free memory is two runs (two unmap calls at the release); placed by lifetime, it goes
+  // to the lowest hole and the free memory above it is one run.
+  rig best("phasealloc:release:all,release_threshold:0,reclaim:false,grow:2MiB");
+  rig lifetime("phasealloc:release:all,release_threshold:0,reclaim:false,grow:2MiB,lifetime:true");
+  std::vector<std::int64_t> unmaps_per_step;
+  std::vector<device_address> survivor_at;
+  for (rig* r : {&best, &lifetime}) {
+    for (int step = 0; step < 3; ++step) {
+      r->eng.set_phase("training");
+      const device_address s1 = r->alloc(8 * mib);
+      const device_address s2 = r->alloc(2 * mib);
+      const device_address s3 = r->alloc(4 * mib);
+      const device_address s4 = r->alloc(2 * mib);
+      r->free(s1);
+      r->free(s3);
+      const device_address kept = r->alloc(4 * mib);
+      if (step == 2) survivor_at.push_back(kept - s1);  // offset from the bottom of training's blocks
+      r->free(s2);
+      r->free(s4);
+      const std::int64_t before = r->eng.stats().num_device_unmap;
+      r->eng.set_phase("optimizer");  // release:all unmaps every free run
+      if (step == 2) unmaps_per_step.push_back(r->eng.stats().num_device_unmap - before);
+      r->free(kept);
+    }
+  }
+  EXPECT_EQ(survivor_at[0], 10 * mib);  // best fit: the high hole
+  EXPECT_EQ(survivor_at[1], 0u);        // by lifetime: the lowest one
+  EXPECT_EQ(unmaps_per_step[0], 2);
+  EXPECT_EQ(unmaps_per_step[1], 1);
+  EXPECT_LE(lifetime.peak_reserved(), best.peak_reserved());
+}
+
 }  // namespace
 }  // namespace phasealloc

@@ -28,6 +28,12 @@
 //   map_ahead:BOOL [true]  A phase that grows back toward what it needed last time (after a
 //       transition release) maps up to 16 times the request per call, up to that need and never
 //       past the run's high-water mark: regrowth costs a few calls, not one per `grow` step.
+//   lifetime:BOOL [false]  Placement by lifetime: requests predicted to outlive their phase
+//       interval go to the lowest-address free block that fits (placement::lowest_address) instead
+//       of the best fit, so they pack at the bottom of their pool, below the short-lived blocks,
+//       and the memory the short-lived leave at the phase end is one run above them (one unmap
+//       call, no page pinned between them). Off by default: on the real-code traces and presets it
+//       gains no target and loses some (design note below).
 //   phase_pools:BOOL [false]  Large allocations made in a rollout phase get a pool of their own
 //       ("rollout"), so generation's short-lived blocks (KV caches, logits) never share pages with
 //       state allocated in training; at the end of the rollout its pages empty out whole. Off by
@@ -54,6 +60,35 @@
 // Defaults: chosen on the four synthetic PPO presets (phasealloc sweep, see bench/README.md) for
 //   peak reserved within ~1.5% of the floor at the fewest device calls; smaller thresholds and
 //   runs trade calls for a lower peak, `release:none` trades phase awareness for calls.
+// Lifetime placement (lifetime:true)
+// Rationale: a block that outlives its phase interval (weights, gradients kept for the optimizer,
+//   optimizer state, LoRA adapters) pins the pages it shares with blocks that die at the phase end;
+//   packed together, away from those, the short-lived memory empties in whole runs.
+// Approach: learned online, per phase name, from what the engine reports at each transition
+//   (transition_context::live_blocks: every allocated block with the interval it was made in). A
+//   request's key is (rounded size, stream) within the phase it is made in. At the end of an
+//   interval, the keys of its blocks still allocated are the phase's `survived` keys; when the
+//   phase starts again, those of its last interval's blocks still allocated then outlived the
+//   whole cycle (`long_lived`), the other survivors did not (`mid_lived`: gradients, rollout
+//   buffers, states moved in for one step). Both go to the lowest-address fit; everything made
+//   before the first phase (model load) too. No size, phase name or count is a constant of a trace.
+//   Tried first: pools of their own for long- and mid-lived keys (small and large, or small only).
+// Limitations (measured, `phasealloc replay` of the 8 real-code traces and 4 presets; the four
+//   targets of bench/README.md "Where the targets stand", met on removed/peak/calls/generating):
+//   default 6/10/4/12; lifetime:true (long and mid lowest-address) 5/9/3/12, gpt2-small's waste
+//   38 -> 250 MiB and small-offload-optimizer's 76 -> 134 MiB: gradients packed low take holes that
+//   best fit kept for the next layer's activations, so backward grows more; long-lived only (and
+//   model load) 6/10/4/12, every trace within 6 MiB of the default: with page-granular release and
+//   hole reclaim, where a block sits within a pool hardly matters. Separate pools cost more than
+//   they save: within a phase, memory moves between the classes (activations freed while
+//   gradients are made), and a hole of one pool serves another only after an unmap and a map;
+//   long/mid pools for both classes: waste removed 1/12 (ppo-gpt2-1.3b 367 MiB -> 3.4 GiB), for the
+//   small class only 6/9/2/12 (small-lora 33 -> 47 MiB, llama-7b-lora 261 -> 455 MiB). Most
+//   long-lived bytes are made in a phase's first interval (model load, the first optimizer step's
+//   state), which has no history; the key cannot tell a long-lived block from a short-lived one of
+//   the same size and phase (the k-th allocation of a size would, but the engine's answer cache
+//   asks the policy once per distinct request, not per allocation).
+//
 // Limitations: needs a device with virtual memory (cuda_vmm, or the model device with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
 //   are released. Prediction is per phase name: a phase whose need varies a lot between iterations
@@ -85,6 +120,7 @@ struct phasealloc_policy_options {
   std::size_t grow_bytes = 20 * mib;
   std::size_t small_grow_bytes = 4 * mib;
   bool map_ahead = true;
+  bool lifetime = false;
   bool phase_pools = false;
   std::vector<std::string> rollout_phases{"generation", "inference"};
   std::vector<std::uint32_t> pin_tags;
@@ -101,6 +137,7 @@ class phasealloc_policy final : public policy {
   std::span<const pool_traits> pools() const noexcept override { return pools_; }
   std::size_t round_bytes(std::size_t requested_bytes) const noexcept override;
   pool_id pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept override;
+  placement placement_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept override;
   std::size_t segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept override;
   bool should_split(pool_id pool, std::size_t block_bytes, std::size_t rounded_bytes) const noexcept override;
   double memory_fraction() const noexcept override { return options_.memory_fraction; }
@@ -109,6 +146,7 @@ class phasealloc_policy final : public policy {
   release_plan on_oom(const grow_context& context) override;
   release_plan on_transition(const transition_context& context) override;
   std::size_t map_ahead_bytes(const grow_context& context) const override;
+  bool wants_live_blocks() const noexcept override { return options_.lifetime; }
 
   /// What the policy learned of a phase from its last interval.
   struct phase_need {
@@ -123,6 +161,23 @@ class phasealloc_policy final : public policy {
   };
   const std::map<std::string, phase_need, std::less<>>& learned_needs() const noexcept { return learned_; }
 
+  /// A request's lifetime key: its rounded size and stream (with the phase it is made in).
+  using lifetime_key = std::pair<std::size_t, stream_id>;
+  using lifetime_keys = std::set<lifetime_key>;
+  /// What the policy learned of the lifetimes of a phase's blocks.
+  struct phase_lifetimes {
+    /// Made in its last interval and still allocated when it ended.
+    lifetime_keys survived;
+    /// Outlived a whole cycle: made in the interval before the last one of the phase and still
+    /// allocated when the last one began (weights, adapters, optimizer state).
+    lifetime_keys long_lived;
+    /// Outlived their interval but not the cycle (gradients, rollout buffers, states moved in for
+    /// a step and out after it).
+    lifetime_keys mid_lived;
+    std::uint32_t last_interval = UINT32_MAX;  ///< The number of its last interval.
+  };
+  const std::map<std::string, phase_lifetimes, std::less<>>& lifetimes() const noexcept { return lifetimes_; }
+
  private:
   release_step page_release(std::size_t target_bytes, std::size_t min_run_bytes) const;
 
@@ -135,6 +190,11 @@ class phasealloc_policy final : public policy {
   bool entered_trimmed_ = false;  ///< The current interval started with its cache at the prediction.
   bool in_rollout_ = false;       ///< phase_pools and the current phase is a rollout phase.
   std::size_t high_water_bytes_ = 0;  ///< Highest reserved level of the run so far.
+  void learn_lifetimes(const transition_context& c);
+  std::map<std::string, phase_lifetimes, std::less<>> lifetimes_;
+  /// lifetimes_ of the current phase (nullptr: none learned yet).
+  const phase_lifetimes* lifetimes_now_ = nullptr;
+  bool before_first_phase_ = true;  ///< No transition yet: the job is loading its model.
 };
 
 }  // namespace phasealloc
