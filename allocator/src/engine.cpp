@@ -16,7 +16,7 @@
 //   (wants_live_blocks) gets every allocated block with its stamp at each transition, from one walk
 //   of the live table: what outlived the interval that ends, and what outlived earlier ones. The
 //   policy may then place a request at the lowest-address fit instead of the best fit
-//   (placement_for, cached with pool_for's answer); such a request settles the deferred free and
+//   (placement_for, asked with pool_for); such a request is not cached, settles the deferred free,
 //   walks the pool's free blocks, and never takes the fast path.
 //   The hot path: a free with nothing to wait for defers its merge (deferred_free.cpp),
 //   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
@@ -152,6 +152,9 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   const std::size_t rounded = last_answer_.rounded;
   const pool_id pool = last_answer_.pool;
   const bool lowest = last_answer_.where == placement::lowest_address;
+  // A request placed lowest-address is asked again next time: the fast path (allocate_hot), which
+  // reads the cached answer, serves best-fit requests only.
+  if (lowest) last_answer_.bytes = SIZE_MAX;
 
   block* b = nullptr;
   if (lowest) settle();  // the deferred block answers best-fit questions only

@@ -115,7 +115,7 @@ class engine_impl {
     std::uint32_t tag = 0;
     std::size_t rounded = 0;
     pool_id pool = 0;
-    placement where = placement::best_fit;
+    placement where = placement::best_fit;  ///< lowest_address answers are not kept (allocate())
   };
   policy_answer last_answer_;
   /// The last time take_deferred handed its block out: while the pool is unchanged (its version)
@@ -184,7 +184,6 @@ class engine_impl {
   /// (same size, least block size, stream and tag, nothing changed since); 0 when not, with nothing changed.
   device_address allocate_hot(std::size_t bytes, std::size_t place_bytes, stream_id stream, std::uint32_t tag) {
     if (deferred_ == nullptr || bytes != deferred_requested_ || !pending_.empty() || last_answer_.bytes != bytes ||
-        last_answer_.where != placement::best_fit ||
         last_answer_.place_bytes != place_bytes || last_answer_.stream != stream || last_answer_.tag != tag) {
       return 0;
     }

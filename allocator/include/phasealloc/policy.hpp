@@ -189,8 +189,9 @@ class policy {
 
   virtual std::size_t round_bytes(std::size_t requested_bytes) const noexcept = 0;
   virtual pool_id pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept = 0;
-  /// Where in the pool the request goes. Asked with pool_for and cached with its answer (same
-  /// invalidation: a policy hook that may change the policy's state). Default: best fit.
+  /// Where in the pool the request goes. Asked with pool_for; a best-fit answer is cached with
+  /// pool_for's (same invalidation: a policy hook that may change the policy's state), a
+  /// lowest-address one is asked again for the next request. Default: best fit.
   virtual placement placement_for(const alloc_request& /*request*/, std::size_t /*rounded_bytes*/) const noexcept {
     return placement::best_fit;
   }
