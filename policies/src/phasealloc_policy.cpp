@@ -215,20 +215,27 @@ release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
 }
 
 void phasealloc_policy::learn_lifetimes(const transition_context& c) {
+  // A visit of a phase is its run of consecutive intervals (micro-batches of one training phase are
+  // one visit): it ends only when another phase starts.
+  if (c.from_name == c.to_name) return;
+  const auto in = [](const live_block& b, std::uint32_t first, std::uint32_t last) {
+    return b.birth_interval >= first && b.birth_interval <= last;
+  };
   phase_lifetimes& ending = lifetimes_[std::string(c.from_name)];
   ending.survived.clear();
   for (const live_block& b : c.live_blocks) {
-    if (b.birth_interval == c.interval) ending.survived.insert({round_bytes(b.requested_bytes), b.stream});
+    if (in(b, visit_first_interval_, c.interval)) ending.survived.insert({round_bytes(b.requested_bytes), b.stream});
   }
-  ending.last_interval = c.interval;
+  ending.last_visit = {visit_first_interval_, c.interval};
+  visit_first_interval_ = c.interval + 1;
   phase_lifetimes& starting = lifetimes_[std::string(c.to_name)];
   lifetimes_now_ = &starting;
-  // Into the same phase: the cycle is this one interval, nothing new to classify.
-  if (c.from_name == c.to_name || starting.last_interval == UINT32_MAX) return;
-  // The starting phase's last interval's survivors still allocated now outlived the whole cycle.
+  if (!starting.last_visit) return;  // its first visit: no history
+  // What its last visit made and is still allocated now outlived the whole cycle.
+  const auto [first, last] = *starting.last_visit;
   starting.long_lived.clear();
   for (const live_block& b : c.live_blocks) {
-    if (b.birth_interval == starting.last_interval) starting.long_lived.insert({round_bytes(b.requested_bytes), b.stream});
+    if (in(b, first, last)) starting.long_lived.insert({round_bytes(b.requested_bytes), b.stream});
   }
   starting.mid_lived.clear();
   for (const lifetime_key& k : starting.survived) {

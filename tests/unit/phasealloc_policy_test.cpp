@@ -371,6 +371,28 @@ TEST(PhaseallocPolicyTest, LifetimesAreLearnedFromWhatOutlivedEachInterval) {
   r.free(weights);
 }
 
+TEST(PhaseallocPolicyTest, ANewIntervalOfTheSamePhaseIsNotACycle) {
+  // Gradient accumulation: training runs two intervals in a row (set_phase into the same phase),
+  // the gradients made in the first outlive it and die in the optimizer. They outlived their
+  // interval, not the cycle: mid-lived, even though they are still allocated when training starts
+  // again (its second interval).
+  rig r("phasealloc:lifetime:true");
+  for (int step = 0; step < 3; ++step) {
+    r.eng.set_phase("training");
+    const device_address gradient = r.alloc(6 * mib);
+    r.eng.set_phase("training");  // the next micro-batch
+    const device_address activation = r.alloc(10 * mib);
+    r.free(activation);
+    r.eng.set_phase("optimizer");
+    r.free(gradient);
+  }
+  r.eng.set_phase("training");
+  using key = phasealloc_policy::lifetime_key;
+  const auto& training = dynamic_cast<const phasealloc_policy&>(*r.pol).lifetimes().at("training");
+  EXPECT_TRUE(training.long_lived.empty());
+  EXPECT_EQ(training.mid_lived, std::set<key>({{6 * mib, 0}}));
+}
+
 TEST(PhaseallocPolicyTest, LifetimePlacementPacksBlocksThatOutliveTheirPhaseLow) {
   // Each training interval leaves two holes, 8 MiB low and 4 MiB high, and then makes a 4 MiB block
   // that outlives it (freed by the optimizer). Best fit puts it in the high hole, so when training

@@ -66,11 +66,12 @@
 //   packed together, away from those, the short-lived memory empties in whole runs.
 // Approach: learned online, per phase name, from what the engine reports at each transition
 //   (transition_context::live_blocks: every allocated block with the interval it was made in). A
-//   request's key is (rounded size, stream) within the phase it is made in. At the end of an
-//   interval, the keys of its blocks still allocated are the phase's `survived` keys; when the
-//   phase starts again, those of its last interval's blocks still allocated then outlived the
-//   whole cycle (`long_lived`), the other survivors did not (`mid_lived`: gradients, rollout
-//   buffers, states moved in for one step). Both go to the lowest-address fit; everything made
+//   request's key is (rounded size, stream) within the phase it is made in. A visit of a phase is
+//   its run of consecutive intervals (micro-batches continue it). At the end of a visit, the keys
+//   of the blocks it made that are still allocated are the phase's `survived` keys; when the phase
+//   starts again, those of its last visit's blocks still allocated then outlived the whole cycle
+//   (`long_lived`), the other survivors did not (`mid_lived`: gradients, rollout buffers, states
+//   moved in for one step). Both go to the lowest-address fit; everything made
 //   before the first phase (model load) too. No size, phase name or count is a constant of a trace.
 //   Tried first: pools of their own for long- and mid-lived keys (small and large, or small only).
 // Limitations (measured, `phasealloc replay` of the 8 real-code traces and 4 presets; the four
@@ -100,6 +101,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,17 +166,19 @@ class phasealloc_policy final : public policy {
   /// A request's lifetime key: its rounded size and stream (with the phase it is made in).
   using lifetime_key = std::pair<std::size_t, stream_id>;
   using lifetime_keys = std::set<lifetime_key>;
-  /// What the policy learned of the lifetimes of a phase's blocks.
+  /// What the policy learned of the lifetimes of a phase's blocks. A visit of a phase is its run
+  /// of consecutive intervals (a new interval of the same phase continues the visit).
   struct phase_lifetimes {
-    /// Made in its last interval and still allocated when it ended.
+    /// Made in its last visit and still allocated when the visit ended.
     lifetime_keys survived;
-    /// Outlived a whole cycle: made in the interval before the last one of the phase and still
-    /// allocated when the last one began (weights, adapters, optimizer state).
+    /// Outlived a whole cycle: made in the visit before the last one and still allocated when the
+    /// last one began (weights, adapters, optimizer state).
     lifetime_keys long_lived;
-    /// Outlived their interval but not the cycle (gradients, rollout buffers, states moved in for
-    /// a step and out after it).
+    /// Outlived their visit but not the cycle (gradients, rollout buffers, states moved in for a
+    /// step and out after it).
     lifetime_keys mid_lived;
-    std::uint32_t last_interval = UINT32_MAX;  ///< The number of its last interval.
+    /// The first and last interval of its last visit (none before the first visit ends).
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> last_visit;
   };
   const std::map<std::string, phase_lifetimes, std::less<>>& lifetimes() const noexcept { return lifetimes_; }
 
@@ -195,6 +199,7 @@ class phasealloc_policy final : public policy {
   /// lifetimes_ of the current phase (nullptr: none learned yet).
   const phase_lifetimes* lifetimes_now_ = nullptr;
   bool before_first_phase_ = true;  ///< No transition yet: the job is loading its model.
+  std::uint32_t visit_first_interval_ = 0;  ///< The first interval of the current phase's visit.
 };
 
 }  // namespace phasealloc
