@@ -76,6 +76,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.small_grow_bytes = *v;
   }
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
+  if (auto v = reader.get_bool("need_from_entry")) o.need_from_entry = *v;
   if (auto v = reader.get_bool("lifetime")) o.lifetime = *v;
   if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
   if (auto v = reader.get_string("rollout_phases")) {
@@ -117,6 +118,9 @@ std::string phasealloc_policy::spec() const {
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
   if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
+  if (options_.need_from_entry != phasealloc_policy_options{}.need_from_entry) {
+    s += fmt::format(",need_from_entry:{}", options_.need_from_entry);
+  }
   if (options_.lifetime) s += ",lifetime:true";
   if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
     s += fmt::format(",phase_pools:{}", options_.phase_pools);
@@ -167,6 +171,10 @@ bool phasealloc_policy::should_split(pool_id /*pool*/, std::size_t block_bytes,
   return block_bytes - rounded_bytes >= min_block_bytes;
 }
 
+std::size_t phasealloc_policy::need_from(const phase_need& need, std::size_t allocated_bytes) const noexcept {
+  return options_.need_from_entry ? allocated_bytes + need.growth_bytes() : need.bytes();
+}
+
 release_step phasealloc_policy::page_release(std::size_t target_bytes, std::size_t min_run_bytes) const {
   release_step step;
   step.what = release_what::free_pages;
@@ -197,8 +205,8 @@ std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
   // mark, so that mapping ahead cannot raise the peak; and at most a few times the request, so that
   // a phase of small growing blocks (KV caches regrown by torch.cat) still grows by small steps,
   // which keeps its freed blocks next to the free top where they merge into the next growth.
-  if (const auto it = learned_.find(phase_); it != learned_.end()) {
-    const std::size_t target = std::min(it->second.bytes(), high_water_bytes_);
+  if (need_now_bytes_ != 0) {
+    const std::size_t target = std::min(need_now_bytes_, high_water_bytes_);
     if (target > c.reserved_bytes) {
       ahead = std::max(ahead, std::min(target - c.reserved_bytes, map_ahead_requests * c.rounded_bytes));
     }
@@ -244,8 +252,11 @@ void phasealloc_policy::learn_lifetimes(const transition_context& c) {
 }
 
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
-  learned_[std::string(c.from_name)] =
-      phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
+  learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
+                                                  entered_trimmed_, entry_allocated_bytes_};
+  entry_allocated_bytes_ = c.allocated_bytes;
+  const auto starting = learned_.find(c.to_name);
+  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c.allocated_bytes) : 0;
   successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
@@ -261,16 +272,15 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       break;
     case transition_release::adaptive: {
       // No prediction yet (the first time this phase runs): keep the cache; it may well be used.
-      const auto it = learned_.find(c.to_name);
-      if (it == learned_.end()) return {};
-      keep = std::max(keep, it->second.bytes());
+      if (starting == learned_.end()) return {};
+      keep = std::max(keep, need_now_bytes_);
       // Ping-pong: when the phase that starts has been seen to hand back to the one that ends
       // (training -> optimizer -> training, once per minibatch), what the ending phase needs is
       // regrown right after a short interval; releasing it would only pay a release and a regrowth.
       // Other transitions (into generation, whose memory a colocated engine may want) are unchanged.
       if (const auto next = successors_.find(c.to_name); next != successors_.end() && next->second.count(c.from_name)) {
         if (const auto need = learned_.find(c.from_name); need != learned_.end()) {
-          keep = std::max(keep, need->second.bytes());
+          keep = std::max(keep, need_from(need->second, c.allocated_bytes));
         }
       }
       break;

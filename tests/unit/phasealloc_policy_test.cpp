@@ -199,6 +199,61 @@ TEST(PhaseallocPolicyTest, RegrowthAfterATransitionReleaseTakesFewCallsAndKeepsT
   EXPECT_GE(learned.at("training").bytes(), 16 * 40 * mib);
 }
 
+TEST(PhaseallocPolicyTest, NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith) {
+  // Each step, training keeps one more 32 MiB block (a growing rollout history), so generation
+  // begins with 32 MiB more allocated every time, and adds the same 64 MiB of KV caches to it.
+  // Keeping generation's absolute peak of last time leaves it 32 MiB short each step: it grows
+  // back what the release took. Keeping what it added on top of what it begins with does not.
+  rig absolute("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
+  rig from_entry("phasealloc:release:adaptive,release_threshold:0,reclaim:false,need_from_entry:true");
+  std::vector<std::int64_t> generation_maps;
+  std::vector<std::size_t> generation_peaks;
+  for (rig* r : {&absolute, &from_entry}) {
+    const auto maps_in = [&](std::string_view phase) {
+      for (const auto& p : r->eng.phases()) {
+        if (p.name == phase) return p.num_device_map;
+      }
+      return std::int64_t{0};
+    };
+    std::vector<device_address> kept;
+    std::int64_t late_maps = 0;
+    std::size_t late_peak = 0;
+    for (int step = 0; step < 6; ++step) {
+      r->eng.set_phase("generation");
+      const std::int64_t before = maps_in("generation");
+      std::vector<device_address> kv;
+      for (int l = 0; l < 8; ++l) kv.push_back(r->alloc(8 * mib));
+      if (step >= 2) {  // learned: generation has run from a trimmed start
+        late_maps += maps_in("generation") - before;
+        late_peak = std::max(late_peak, r->reserved());
+      }
+      for (device_address a : kv) r->free(a);
+      r->eng.set_phase("training");
+      std::vector<device_address> saved;
+      for (int l = 0; l < 16; ++l) saved.push_back(r->alloc(40 * mib));
+      for (auto it = saved.rbegin(); it != saved.rend(); ++it) r->free(*it);
+      kept.push_back(r->alloc(32 * mib));
+      r->eng.set_phase("optimizer");
+      r->free(r->alloc(4 * mib));
+    }
+    generation_maps.push_back(late_maps);
+    generation_peaks.push_back(late_peak);
+  }
+  // Absolute: 2 or 3 maps a step (10 in the last four). From the entry level: what is kept is the
+  // 64 MiB generation adds, but in the runs a largest-first release leaves (the kept block splits
+  // them), so one block may need its last pages mapped: one map a step at most.
+  EXPECT_GE(generation_maps[0], 8);
+  EXPECT_LE(generation_maps[1], 4);
+  // It does not hold more to do so: what it holds while generating is at most what the absolute
+  // prediction held.
+  EXPECT_LE(generation_peaks[1], generation_peaks[0]);
+  const auto& learned = dynamic_cast<const phasealloc_policy&>(*from_entry.pol).learned_needs();
+  ASSERT_TRUE(learned.count("generation"));
+  EXPECT_EQ(learned.at("generation").growth_bytes(), 64 * mib);
+  EXPECT_THAT(from_entry.pol->spec(), HasSubstr(",need_from_entry:true"));
+  EXPECT_THAT(make_policy("phasealloc:need_from_entry:yes").error(), HasSubstr("'need_from_entry'"));
+}
+
 TEST(PhaseallocPolicyTest, SmallPoolGrowsByTwoPagesPerMapCall) {
   // 256 small long-lived tensors of 64 KiB (16 MiB, LoRA-adapter-like), then each step releases
   // every free page at its end and 128 short-lived 64 KiB tensors come back: the small pool regrows
