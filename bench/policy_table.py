@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Builds the policy results table (the evidence for the policies) from `phasealloc replay --json` outputs.
 
-Usage: policy_table.py OUT.md REPLAY.json [REPLAY.json ...]
+Usage: policy_table.py [--ours SPEC] OUT.md REPLAY.json [REPLAY.json ...]
 Each input is one trace replayed with policies that include `pytorch`,
-`pytorch:expandable_segments:True` and the default `phasealloc`. Checks the targets and says
+`pytorch:expandable_segments:True` and the default `phasealloc` (or, with --ours, the policy whose
+effective spec is SPEC, e.g. `phasealloc:release:adaptive,lifetime:true`: the targets of a variant). Checks the targets and says
 met / not met for each; it never edits a number.
 """
 import json
@@ -38,7 +39,11 @@ def held(result, name):
 
 
 def main():
-    out_path, inputs = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    ours_spec = None
+    if args[:1] == ["--ours"]:
+        ours_spec, args = args[1], args[2:]
+    out_path, inputs = args[0], args[1:]
     docs = [json.load(open(p)) for p in inputs]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"Measured at commit `{commit}` on the simulated device (80 GiB); `floor` is the peak of live",
@@ -57,7 +62,10 @@ def main():
             lines.append(f"| {d['trace']} (floor {gib(d['floor_bytes'])}) | `{name}` | {gib(r['peak_reserved_bytes'])} | "
                          f"{r['peak_reserved_bytes'] / base['peak_reserved_bytes']:.3f} | {100 * r['fragmentation']:.1f}% | "
                          f"{r['device_calls']} | {r['modeled_device_time_ns'] / 1e6:.1f} ms | {r['ooms']} |")
-        ours = rows["phasealloc:release:adaptive"] if "phasealloc:release:adaptive" in rows else rows["phasealloc"]
+        if ours_spec is not None:
+            ours = rows[ours_spec]
+        else:
+            ours = rows["phasealloc:release:adaptive"] if "phasealloc:release:adaptive" in rows else rows["phasealloc"]
         expandable = rows["pytorch:expandable_segments:True"]
         real = d["trace"].endswith(".patrace.gz")  # tools/data/real: recorded from real PyTorch code
         synthetic = "ppo-" in d["trace"] and not real

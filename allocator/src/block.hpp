@@ -62,6 +62,9 @@ struct block {
   std::uint64_t free_since = 0;     ///< Pool lookup count when the block became free (for aging).
   std::uint64_t free_epoch = 0;     ///< Phase epoch (changes of phase so far) when it became free.
   std::uint32_t tag = 0;
+  /// The engine's interval count (transitions so far) when the block was last handed out: the
+  /// policy learns lifetimes from it (transition_context::live_blocks).
+  std::uint32_t birth_interval = 0;
   /// The pool holding the block (nullptr: none) and its place there, so that taking it out needs
   /// no search (block_pool::erase).
   const block_pool* pooled_in = nullptr;

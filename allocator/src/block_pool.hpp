@@ -48,6 +48,19 @@ class block_pool {
   /// The first block of (stream, at least bytes) in the pool's order, passing over `skip` (may be
   /// nullptr), without counting a lookup; nullptr when there is none on that stream.
   block* first_fit(stream_id stream, std::size_t bytes, const block* skip = nullptr) const;
+  /// The lowest-address free block of at least `bytes` on `stream` that `accept(b)` takes, or
+  /// nullptr (placement::lowest_address). Counts one lookup; walks every free block of the pool.
+  template <class Accept>
+  block* lowest_fit(stream_id stream, std::size_t bytes, Accept&& accept) {
+    ++lookups_;
+    const block* lowest = nullptr;
+    for_each([&](const block* b) {
+      if (b->stream == stream && b->bytes >= bytes && (lowest == nullptr || b->addr < lowest->addr) && accept(b)) {
+        lowest = b;
+      }
+    });
+    return const_cast<block*>(lowest);  // the pool holds the engine's (mutable) blocks; for_each lends them const
+  }
   /// Counts a lookup that did not search (the engine's deferred free answered it).
   void count_lookup() noexcept { ++lookups_; }
   std::uint64_t epoch() const noexcept { return epoch_; }

@@ -11,6 +11,13 @@
 //   alloc_error with the report. The chosen block is split when should_split (policy) says so.
 //   Stats and the phase book are updated in one place per outcome; after_operation() folds the
 //   levels into the phase book and, in tests, runs the invariant checker.
+//   Lifetimes: every block handed out is stamped with the engine's interval count (transitions so
+//   far, block::birth_interval; one store, also on the fast path), and a policy that asks for it
+//   (wants_live_blocks) gets every allocated block with its stamp at each transition, from one walk
+//   of the live table: what outlived the interval that ends, and what outlived earlier ones. The
+//   policy may then place a request at the lowest-address fit instead of the best fit
+//   (placement_for, asked with pool_for); such a request is not cached, settles the deferred free,
+//   walks the pool's free blocks, and never takes the fast path.
 //   The hot path: a free with nothing to wait for defers its merge (deferred_free.cpp),
 //   and the facade first tries allocate_hot / deallocate_hot: the deferred block taken back for the
 //   request that took it last time, and a correct free that defers. The policy's rounding and pool
@@ -140,12 +147,17 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
                      place_bytes, rounded);
     const pool_id pool = policy_.pool_for(request, rounded);
     PHASEALLOC_CHECK(pool < pools_.size(), "policy '{}' chose pool {} of {}", policy_.spec(), pool, pools_.size());
-    last_answer_ = {bytes, place_bytes, stream, tag, rounded, pool};
+    last_answer_ = {bytes, place_bytes, stream, tag, rounded, pool, policy_.placement_for(request, rounded)};
   }
   const std::size_t rounded = last_answer_.rounded;
   const pool_id pool = last_answer_.pool;
+  const bool lowest = last_answer_.where == placement::lowest_address;
+  // A request placed lowest-address is asked again next time: the fast path (allocate_hot), which
+  // reads the cached answer, serves best-fit requests only.
+  if (lowest) last_answer_.bytes = SIZE_MAX;
 
   block* b = nullptr;
+  if (lowest) settle();  // the deferred block answers best-fit questions only
   if (deferred_ != nullptr) {
     b = take_deferred(stream, pool, rounded);
     if (b != nullptr && bytes == deferred_requested_) return allocate_again(b, bytes, stream, tag);
@@ -154,7 +166,8 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   }
   if (b == nullptr) {
     const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
-    b = pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].growth.rank_with_unmapped_tail);
+    b = lowest ? pools_[pool].lowest_fit(stream, rounded, accept)
+               : pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].growth.rank_with_unmapped_tail);
     if (b != nullptr) {
       pools_[pool].erase(b);
     } else {
@@ -170,6 +183,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   b->state = block_state::allocated;
   b->requested_bytes = bytes;
   b->tag = tag;
+  b->birth_interval = interval_;
   live_.emplace(b->addr, b);
 
   const bool small = is_small(pool);
@@ -405,6 +419,14 @@ phase_id engine_impl::transition(std::string_view name, int kind) {
   c.reserved_bytes = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
   c.allocated_bytes = static_cast<std::size_t>(stats_.allocated_bytes[stat_type::all].current);
   c.capacity_bytes = device_.caps().capacity_bytes;
+  c.interval = interval_;
+  if (policy_.wants_live_blocks()) {
+    live_blocks_.clear();
+    live_.for_each([&](const block* b) {
+      live_blocks_.push_back({b->requested_bytes, b->bytes, b->stream, b->seg->pool, b->tag, b->birth_interval});
+    });
+    c.live_blocks = live_blocks_;
+  }
   const release_plan plan = policy_.on_transition(c);
   if (!plan.empty()) run_plan(plan);
   phases_.observe(levels());  // the release's effect belongs to the old phase's books
@@ -415,6 +437,7 @@ phase_id engine_impl::transition(std::string_view name, int kind) {
     case 1: phases_.pop(); break;
     default: phases_.replace(c.to); break;
   }
+  ++interval_;
   if (c.to != c.from) {  // a new interval of the same phase leaves its holes its own
     ++phase_epoch_;
     for (block_pool& p : pools_) p.set_epoch(phase_epoch_);

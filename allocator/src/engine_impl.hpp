@@ -93,6 +93,10 @@ class engine_impl {
   /// Changes of phase so far: a free block with an older free_epoch was left over by an
   /// earlier phase (release_step::stale_min_run_bytes).
   std::uint64_t phase_epoch_ = 0;
+  /// Transitions so far (every one, also into the same phase): block::birth_interval.
+  std::uint32_t interval_ = 0;
+  /// transition()'s live blocks for the policy, kept to reuse its capacity.
+  std::vector<live_block> live_blocks_;
   misuse_report last_misuse_;
   /// The last freed block while its merge is deferred (deferred_free.cpp): free, in no pool, its
   /// free neighbour (if any) still in the pool on its own. nullptr when the books are settled.
@@ -111,6 +115,7 @@ class engine_impl {
     std::uint32_t tag = 0;
     std::size_t rounded = 0;
     pool_id pool = 0;
+    placement where = placement::best_fit;  ///< lowest_address answers are not kept (allocate())
   };
   policy_answer last_answer_;
   /// The last time take_deferred handed its block out: while the pool is unchanged (its version)
@@ -152,6 +157,7 @@ class engine_impl {
     b->state = block_state::allocated;
     b->requested_bytes = bytes;
     b->tag = tag;
+    b->birth_interval = interval_;
     live_.emplace(b->addr, b);
     // The levels return to where they stood before the free: the peaks and the phase book already
     // hold them (block_books.hpp); the pair's sums wait in the batch.

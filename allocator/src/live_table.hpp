@@ -64,6 +64,13 @@ class live_table {
     return found;
   }
   std::size_t size() const noexcept { return size_; }
+  /// Calls f(block*) for every entry, in table order (not address order).
+  template <class F>
+  void for_each(F&& f) const {
+    for (const slot& s : slots_) {
+      if (s.addr != 0) f(s.b);
+    }
+  }
 
  private:
   struct slot {

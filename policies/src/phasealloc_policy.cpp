@@ -15,6 +15,7 @@ constexpr pool_id small_pool = 0;
 constexpr pool_id large_pool = 1;
 constexpr pool_id pinned_pool = 2;
 constexpr pool_id rollout_pool = 3;
+
 constexpr std::size_t min_block_bytes = 512;
 /// Growing back toward a phase's learned need maps at most this many times the request at once.
 constexpr std::size_t map_ahead_requests = 16;
@@ -75,6 +76,8 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.small_grow_bytes = *v;
   }
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
+  if (auto v = reader.get_bool("need_from_entry")) o.need_from_entry = *v;
+  if (auto v = reader.get_bool("lifetime")) o.lifetime = *v;
   if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
   if (auto v = reader.get_string("rollout_phases")) {
     o.rollout_phases.clear();
@@ -115,6 +118,10 @@ std::string phasealloc_policy::spec() const {
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
   if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
+  if (options_.need_from_entry != phasealloc_policy_options{}.need_from_entry) {
+    s += fmt::format(",need_from_entry:{}", options_.need_from_entry);
+  }
+  if (options_.lifetime) s += ",lifetime:true";
   if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
     s += fmt::format(",phase_pools:{}", options_.phase_pools);
   }
@@ -138,8 +145,19 @@ pool_id phasealloc_policy::pool_for(const alloc_request& request, std::size_t ro
       std::find(sizes.begin(), sizes.end(), request.requested_bytes) != sizes.end()) {
     return pinned_pool;
   }
-  if (size_class_of(rounded_bytes) == 0) return small_pool;
+  const bool small = size_class_of(rounded_bytes) == 0;
+  if (small) return small_pool;
   return in_rollout_ ? rollout_pool : large_pool;
+}
+
+placement phasealloc_policy::placement_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept {
+  if (!options_.lifetime) return placement::best_fit;
+  if (before_first_phase_) return placement::lowest_address;  // model load: weights, buffers
+  if (lifetimes_now_ == nullptr) return placement::best_fit;
+  const lifetime_key key{rounded_bytes, request.stream};
+  return lifetimes_now_->long_lived.count(key) != 0 || lifetimes_now_->mid_lived.count(key) != 0
+             ? placement::lowest_address
+             : placement::best_fit;
 }
 
 std::size_t phasealloc_policy::segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept {
@@ -151,6 +169,10 @@ bool phasealloc_policy::should_split(pool_id /*pool*/, std::size_t block_bytes,
                                      std::size_t rounded_bytes) const noexcept {
   // Every pool is expandable: a remainder merges with the pages mapped next to it, so keep it.
   return block_bytes - rounded_bytes >= min_block_bytes;
+}
+
+std::size_t phasealloc_policy::need_from(const phase_need& need, std::size_t allocated_bytes) const noexcept {
+  return options_.need_from_entry ? allocated_bytes + need.growth_bytes() : need.bytes();
 }
 
 release_step phasealloc_policy::page_release(std::size_t target_bytes, std::size_t min_run_bytes) const {
@@ -183,8 +205,8 @@ std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
   // mark, so that mapping ahead cannot raise the peak; and at most a few times the request, so that
   // a phase of small growing blocks (KV caches regrown by torch.cat) still grows by small steps,
   // which keeps its freed blocks next to the free top where they merge into the next growth.
-  if (const auto it = learned_.find(phase_); it != learned_.end()) {
-    const std::size_t target = std::min(it->second.bytes(), high_water_bytes_);
+  if (need_now_bytes_ != 0) {
+    const std::size_t target = std::min(need_now_bytes_, high_water_bytes_);
     if (target > c.reserved_bytes) {
       ahead = std::max(ahead, std::min(target - c.reserved_bytes, map_ahead_requests * c.rounded_bytes));
     }
@@ -200,12 +222,46 @@ release_plan phasealloc_policy::on_oom(const grow_context& /*context*/) {
   return {everything, pinned_too};
 }
 
+void phasealloc_policy::learn_lifetimes(const transition_context& c) {
+  // A visit of a phase is its run of consecutive intervals (micro-batches of one training phase are
+  // one visit): it ends only when another phase starts.
+  if (c.from_name == c.to_name) return;
+  const auto in = [](const live_block& b, std::uint32_t first, std::uint32_t last) {
+    return b.birth_interval >= first && b.birth_interval <= last;
+  };
+  phase_lifetimes& ending = lifetimes_[std::string(c.from_name)];
+  ending.survived.clear();
+  for (const live_block& b : c.live_blocks) {
+    if (in(b, visit_first_interval_, c.interval)) ending.survived.insert({round_bytes(b.requested_bytes), b.stream});
+  }
+  ending.last_visit = {visit_first_interval_, c.interval};
+  visit_first_interval_ = c.interval + 1;
+  phase_lifetimes& starting = lifetimes_[std::string(c.to_name)];
+  lifetimes_now_ = &starting;
+  if (!starting.last_visit) return;  // its first visit: no history
+  // What its last visit made and is still allocated now outlived the whole cycle.
+  const auto [first, last] = *starting.last_visit;
+  starting.long_lived.clear();
+  for (const live_block& b : c.live_blocks) {
+    if (in(b, first, last)) starting.long_lived.insert({round_bytes(b.requested_bytes), b.stream});
+  }
+  starting.mid_lived.clear();
+  for (const lifetime_key& k : starting.survived) {
+    if (starting.long_lived.count(k) == 0) starting.mid_lived.insert(k);
+  }
+}
+
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
-  learned_[std::string(c.from_name)] =
-      phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes, entered_trimmed_};
+  learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
+                                                  entered_trimmed_, entry_allocated_bytes_};
+  entry_allocated_bytes_ = c.allocated_bytes;
+  const auto starting = learned_.find(c.to_name);
+  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c.allocated_bytes) : 0;
   successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
+  before_first_phase_ = false;
+  if (options_.lifetime) learn_lifetimes(c);
   const auto& rollout = options_.rollout_phases;
   in_rollout_ = options_.phase_pools && std::find(rollout.begin(), rollout.end(), phase_) != rollout.end();
   std::size_t keep = c.allocated_bytes;
@@ -216,16 +272,15 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       break;
     case transition_release::adaptive: {
       // No prediction yet (the first time this phase runs): keep the cache; it may well be used.
-      const auto it = learned_.find(c.to_name);
-      if (it == learned_.end()) return {};
-      keep = std::max(keep, it->second.bytes());
+      if (starting == learned_.end()) return {};
+      keep = std::max(keep, need_now_bytes_);
       // Ping-pong: when the phase that starts has been seen to hand back to the one that ends
       // (training -> optimizer -> training, once per minibatch), what the ending phase needs is
       // regrown right after a short interval; releasing it would only pay a release and a regrowth.
       // Other transitions (into generation, whose memory a colocated engine may want) are unchanged.
       if (const auto next = successors_.find(c.to_name); next != successors_.end() && next->second.count(c.from_name)) {
         if (const auto need = learned_.find(c.from_name); need != learned_.end()) {
-          keep = std::max(keep, need->second.bytes());
+          keep = std::max(keep, need_from(need->second, c.allocated_bytes));
         }
       }
       break;

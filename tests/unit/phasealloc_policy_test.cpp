@@ -199,6 +199,61 @@ TEST(PhaseallocPolicyTest, RegrowthAfterATransitionReleaseTakesFewCallsAndKeepsT
   EXPECT_GE(learned.at("training").bytes(), 16 * 40 * mib);
 }
 
+TEST(PhaseallocPolicyTest, NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith) {
+  // Each step, training keeps one more 32 MiB block (a growing rollout history), so generation
+  // begins with 32 MiB more allocated every time, and adds the same 64 MiB of KV caches to it.
+  // Keeping generation's absolute peak of last time leaves it 32 MiB short each step: it grows
+  // back what the release took. Keeping what it added on top of what it begins with does not.
+  rig absolute("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
+  rig from_entry("phasealloc:release:adaptive,release_threshold:0,reclaim:false,need_from_entry:true");
+  std::vector<std::int64_t> generation_maps;
+  std::vector<std::size_t> generation_peaks;
+  for (rig* r : {&absolute, &from_entry}) {
+    const auto maps_in = [&](std::string_view phase) {
+      for (const auto& p : r->eng.phases()) {
+        if (p.name == phase) return p.num_device_map;
+      }
+      return std::int64_t{0};
+    };
+    std::vector<device_address> kept;
+    std::int64_t late_maps = 0;
+    std::size_t late_peak = 0;
+    for (int step = 0; step < 6; ++step) {
+      r->eng.set_phase("generation");
+      const std::int64_t before = maps_in("generation");
+      std::vector<device_address> kv;
+      for (int l = 0; l < 8; ++l) kv.push_back(r->alloc(8 * mib));
+      if (step >= 2) {  // learned: generation has run from a trimmed start
+        late_maps += maps_in("generation") - before;
+        late_peak = std::max(late_peak, r->reserved());
+      }
+      for (device_address a : kv) r->free(a);
+      r->eng.set_phase("training");
+      std::vector<device_address> saved;
+      for (int l = 0; l < 16; ++l) saved.push_back(r->alloc(40 * mib));
+      for (auto it = saved.rbegin(); it != saved.rend(); ++it) r->free(*it);
+      kept.push_back(r->alloc(32 * mib));
+      r->eng.set_phase("optimizer");
+      r->free(r->alloc(4 * mib));
+    }
+    generation_maps.push_back(late_maps);
+    generation_peaks.push_back(late_peak);
+  }
+  // Absolute: 2 or 3 maps a step (10 in the last four). From the entry level: what is kept is the
+  // 64 MiB generation adds, but in the runs a largest-first release leaves (the kept block splits
+  // them), so one block may need its last pages mapped: one map a step at most.
+  EXPECT_GE(generation_maps[0], 8);
+  EXPECT_LE(generation_maps[1], 4);
+  // It does not hold more to do so: what it holds while generating is at most what the absolute
+  // prediction held.
+  EXPECT_LE(generation_peaks[1], generation_peaks[0]);
+  const auto& learned = dynamic_cast<const phasealloc_policy&>(*from_entry.pol).learned_needs();
+  ASSERT_TRUE(learned.count("generation"));
+  EXPECT_EQ(learned.at("generation").growth_bytes(), 64 * mib);
+  EXPECT_THAT(from_entry.pol->spec(), HasSubstr(",need_from_entry:true"));
+  EXPECT_THAT(make_policy("phasealloc:need_from_entry:yes").error(), HasSubstr("'need_from_entry'"));
+}
+
 TEST(PhaseallocPolicyTest, SmallPoolGrowsByTwoPagesPerMapCall) {
   // 256 small long-lived tensors of 64 KiB (16 MiB, LoRA-adapter-like), then each step releases
   // every free page at its end and 128 short-lived 64 KiB tensors come back: the small pool regrows
@@ -339,6 +394,93 @@ TEST(PhaseallocPolicyTest, ConfigErrorsNameTheKey) {
   const std::string spec = keys.value()->spec();
   EXPECT_EQ(spec, "phasealloc:release:adaptive,map_ahead:false,phase_pools:true,rollout_phases:[rollout,score]");
   EXPECT_EQ(make_policy(spec).value()->spec(), spec);
+}
+
+TEST(PhaseallocPolicyTest, LifetimesAreLearnedFromWhatOutlivedEachInterval) {
+  // Weights made while loading live for ever; each training interval leaves gradients that the
+  // optimizer frees (they outlive their interval, not the cycle); the first optimizer interval makes
+  // an optimizer state that lives for ever (it outlives the cycle).
+  rig r("phasealloc:lifetime:true");
+  const device_address weights = r.alloc(6 * mib);
+  for (int step = 0; step < 3; ++step) {
+    r.eng.set_phase("training");
+    const device_address activation = r.alloc(10 * mib);
+    const device_address gradient = r.alloc(6 * mib);
+    r.free(activation);
+    r.eng.set_phase("optimizer");
+    if (step == 0) r.alloc(12 * mib);  // optimizer state, kept
+    const device_address temporary = r.alloc(8 * mib);
+    r.free(temporary);
+    r.free(gradient);
+  }
+  r.eng.set_phase("training");
+  const auto& lifetimes = dynamic_cast<const phasealloc_policy&>(*r.pol).lifetimes();
+  using key = phasealloc_policy::lifetime_key;
+  const auto& training = lifetimes.at("training");
+  EXPECT_EQ(training.survived, std::set<key>({{6 * mib, 0}}));
+  EXPECT_EQ(training.mid_lived, std::set<key>({{6 * mib, 0}}));  // the gradient died in the optimizer
+  EXPECT_TRUE(training.long_lived.empty());
+  const auto& optimizer = lifetimes.at("optimizer");
+  EXPECT_TRUE(optimizer.survived.empty());  // its last interval made nothing that outlived it
+  EXPECT_EQ(optimizer.long_lived, std::set<key>{});  // the state came from an interval two back
+  r.free(weights);
+}
+
+TEST(PhaseallocPolicyTest, ANewIntervalOfTheSamePhaseIsNotACycle) {
+  // Gradient accumulation: training runs two intervals in a row (set_phase into the same phase),
+  // the gradients made in the first outlive it and die in the optimizer. They outlived their
+  // interval, not the cycle: mid-lived, even though they are still allocated when training starts
+  // again (its second interval).
+  rig r("phasealloc:lifetime:true");
+  for (int step = 0; step < 3; ++step) {
+    r.eng.set_phase("training");
+    const device_address gradient = r.alloc(6 * mib);
+    r.eng.set_phase("training");  // the next micro-batch
+    const device_address activation = r.alloc(10 * mib);
+    r.free(activation);
+    r.eng.set_phase("optimizer");
+    r.free(gradient);
+  }
+  r.eng.set_phase("training");
+  using key = phasealloc_policy::lifetime_key;
+  const auto& training = dynamic_cast<const phasealloc_policy&>(*r.pol).lifetimes().at("training");
+  EXPECT_TRUE(training.long_lived.empty());
+  EXPECT_EQ(training.mid_lived, std::set<key>({{6 * mib, 0}}));
+}
+
+TEST(PhaseallocPolicyTest, LifetimePlacementPacksBlocksThatOutliveTheirPhaseLow) {
+  // Each training interval leaves two holes, 8 MiB low and 4 MiB high, and then makes a 4 MiB block
+  // that outlives it (freed by the optimizer). Best fit puts it in the high hole, so when training
+  // ends its free memory is two runs (two unmap calls at the release); placed by lifetime, it goes
+  // to the lowest hole and the free memory above it is one run.
+  rig best("phasealloc:release:all,release_threshold:0,reclaim:false,grow:2MiB");
+  rig lifetime("phasealloc:release:all,release_threshold:0,reclaim:false,grow:2MiB,lifetime:true");
+  std::vector<std::int64_t> unmaps_per_step;
+  std::vector<device_address> survivor_at;
+  for (rig* r : {&best, &lifetime}) {
+    for (int step = 0; step < 3; ++step) {
+      r->eng.set_phase("training");
+      const device_address s1 = r->alloc(8 * mib);
+      const device_address s2 = r->alloc(2 * mib);
+      const device_address s3 = r->alloc(4 * mib);
+      const device_address s4 = r->alloc(2 * mib);
+      r->free(s1);
+      r->free(s3);
+      const device_address kept = r->alloc(4 * mib);
+      if (step == 2) survivor_at.push_back(kept - s1);  // offset from the bottom of training's blocks
+      r->free(s2);
+      r->free(s4);
+      const std::int64_t before = r->eng.stats().num_device_unmap;
+      r->eng.set_phase("optimizer");  // release:all unmaps every free run
+      if (step == 2) unmaps_per_step.push_back(r->eng.stats().num_device_unmap - before);
+      r->free(kept);
+    }
+  }
+  EXPECT_EQ(survivor_at[0], 10 * mib);  // best fit: the high hole
+  EXPECT_EQ(survivor_at[1], 0u);        // by lifetime: the lowest one
+  EXPECT_EQ(unmaps_per_step[0], 2);
+  EXPECT_EQ(unmaps_per_step[1], 1);
+  EXPECT_LE(lifetime.peak_reserved(), best.peak_reserved());
 }
 
 }  // namespace

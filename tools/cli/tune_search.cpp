@@ -27,6 +27,8 @@ std::vector<std::string> default_tune_grids() {
       "phasealloc:release:adaptive,release_threshold:{256MiB,4GiB},reclaim_min_run:{32MiB,128MiB}",
       // Rollout phases in a pool of their own.
       "phasealloc:release:{adaptive,all},phase_pools:true",
+      // Blocks that outlived their phase interval before placed lowest-address (lifetime placement).
+      "phasealloc:release:{adaptive,all},lifetime:true",
       // No hole reclaim: the fewest calls.
       "phasealloc:release:{adaptive,none},reclaim:false",
   };

@@ -64,6 +64,13 @@ struct pool_traits {
   bool segment_age_order = false;
 };
 
+/// Where in its pool a request is placed.
+enum class placement {
+  best_fit,        ///< The smallest free block that fits (PyTorch's rule); growth when none does.
+  lowest_address,  ///< The lowest-address free block that fits, so blocks placed this way pack at
+                   ///< the bottom of their reservation, below the best-fit ones (lifetime placement).
+};
+
 struct alloc_request {
   std::size_t requested_bytes = 0;
   stream_id stream = 0;
@@ -141,6 +148,18 @@ struct grow_context {
   std::size_t limit_bytes = 0;     ///< Memory-fraction limit on reserved bytes (0 = none).
 };
 
+/// A block still allocated at a phase transition, with the interval it was made in: what a policy
+/// that places blocks by lifetime learns from (which requests outlive their interval, and which
+/// outlive the next interval of the same phase).
+struct live_block {
+  std::size_t requested_bytes = 0;
+  std::size_t bytes = 0;  ///< The block's size.
+  stream_id stream = 0;
+  pool_id pool = 0;
+  std::uint32_t tag = 0;
+  std::uint32_t birth_interval = 0;  ///< transition_context::interval of the interval it was made in.
+};
+
 /// State offered at a phase transition: the interval that just ended and the one that starts.
 struct transition_context {
   phase_id from = unphased;
@@ -152,6 +171,12 @@ struct transition_context {
   std::size_t interval_peak_allocated_bytes = 0;  ///< Peak allocated during the interval that ended.
   std::size_t interval_peak_reserved_bytes = 0;
   std::size_t capacity_bytes = 0;
+  /// The interval that ends: intervals are numbered from 0 (the first, before any transition), one
+  /// more at every transition, also into the same phase.
+  std::uint32_t interval = 0;
+  /// Every allocated block, in no particular order; filled only for a policy whose
+  /// wants_live_blocks() is true (the engine walks its live table for it).
+  std::span<const live_block> live_blocks;
 };
 
 class policy {
@@ -164,6 +189,12 @@ class policy {
 
   virtual std::size_t round_bytes(std::size_t requested_bytes) const noexcept = 0;
   virtual pool_id pool_for(const alloc_request& request, std::size_t rounded_bytes) const noexcept = 0;
+  /// Where in the pool the request goes. Asked with pool_for; a best-fit answer is cached with
+  /// pool_for's (same invalidation: a policy hook that may change the policy's state), a
+  /// lowest-address one is asked again for the next request. Default: best fit.
+  virtual placement placement_for(const alloc_request& /*request*/, std::size_t /*rounded_bytes*/) const noexcept {
+    return placement::best_fit;
+  }
   /// Size of a new segment for a rounded request in a non-expandable pool (the engine rounds it
   /// up to the device granularity).
   virtual std::size_t segment_bytes(pool_id pool, std::size_t rounded_bytes) const noexcept = 0;
@@ -191,6 +222,8 @@ class policy {
   virtual std::size_t map_ahead_bytes(const grow_context& context) const { return pools()[context.pool].grow_bytes; }
   /// After the device refused to grow: the steps to try, each followed by one retry.
   virtual release_plan on_oom(const grow_context& context) = 0;
+  /// Whether on_transition wants transition_context::live_blocks. Default: no.
+  virtual bool wants_live_blocks() const noexcept { return false; }
   /// At a phase transition: what to release. Default: nothing.
   virtual release_plan on_transition(const transition_context& /*context*/) { return {}; }
   /// When a caller asks for the cache back (torch.cuda.empty_cache()). Default: every cached
