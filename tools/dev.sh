@@ -257,7 +257,7 @@ vllm_test() {
 # its own; CI runs the Ray activation smoke (tests/gpu/test_ray_workers.py) instead.
 verl_venv_dir=${PHASEALLOC_VERL_VENV:-$HOME/.cache/phasealloc/venv-verl0.9.1}
 verl_requirements=tests/requirements-verl.txt
-verl_no_deps='^(verl|vllm|torch|torchvision|compressed-tensors|xgrammar|tensordict|torchdata|peft|accelerate)=='
+verl_no_deps='^(verl|vllm|torch|torchvision|compressed-tensors|xgrammar|tensordict|torchdata|peft|accelerate|transferqueue)=='
 verl_env() {
   pinned_venv verl "$verl_venv_dir" "$verl_requirements" "$verl_no_deps"
   venv_bridge verl "$verl_venv_dir"
@@ -267,6 +267,9 @@ frameworks() {
   verl_env
   local version
   version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  log "frameworks: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are verl's venv's"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$verl_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
   log "frameworks: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
   PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim SIMCUDA_REQUIRE=1 \

@@ -7,7 +7,8 @@
 
 One actor per ROLE (default: trainer rollout), each with num_gpus=1 and, when ROLE is not "-", its
 own runtime_env {"env_vars": {"PHASEALLOC_ROLE": ROLE}}; each imports torch, allocates on its GPU and
-reports its pid, torch's allocator backend, phasealloc's effective configuration and the Ray GPU ids.
+reports its pid, torch's allocator backend, phasealloc's effective configuration, the Ray GPU ids and
+the GPUs torch sees (Ray sets CUDA_VISIBLE_DEVICES per actor).
 """
 
 import json
@@ -28,6 +29,8 @@ class GpuWorker:
         report = {"pid": os.getpid(), "backend": torch.cuda.get_allocator_backend(),
                   "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
                   "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                  "device_count": torch.cuda.device_count(),
+                  "uuid": str(torch.cuda.get_device_properties(0).uuid),
                   "role": os.environ.get("PHASEALLOC_ROLE"), "config": None}
         if report["backend"] == "phasealloc":
             import phasealloc

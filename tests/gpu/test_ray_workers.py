@@ -60,6 +60,9 @@ def check_workers(out_path, roles):
     assert len(workers) == len(roles), result
     assert len({w["pid"] for w in workers} | {result["driver_pid"]}) == len(roles) + 1, result
     assert sorted(w["gpu_ids"][0] for w in workers) == [str(i) for i in range(len(roles))], result
+    # Each actor sees the one GPU Ray gave it (CUDA_VISIBLE_DEVICES), as its device 0: two GPUs.
+    assert all(w["device_count"] == 1 and w["cuda_visible_devices"] == w["gpu_ids"][0] for w in workers), result
+    assert len({w["uuid"] for w in workers}) == len(roles), result
     for worker, role in zip(workers, roles):
         assert worker["backend"] == "phasealloc", worker
         assert worker["role"] == role and worker["config"].endswith(",role:" + role), worker
