@@ -19,6 +19,10 @@
 #                        tests/gpu/test_vllm.py, test_trl_colocate.py (TRL's GRPO with vLLM
 #                        colocated) and test_vllm_ipc.py (IPC weight sync to an engine in another
 #                        process) under both allocators; part of `test` unless SKIP_VLLM=1
+#   tools/dev.sh frameworks  verl 0.9.1 (vLLM 0.24, torch 2.11) PPO on 2 simulated GPUs under both
+#                        allocators: its venv (PHASEALLOC_VERL_VENV, default
+#                        ~/.cache/phasealloc/venv-verl0.9.1, from tests/requirements-verl.txt) and
+#                        tests/gpu/test_verl.py; weekly, not part of `test`
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
@@ -70,8 +74,8 @@ venv() {
   "$venv_dir/bin/python" -m pip install -q --no-deps "$(grep -m1 '^torch==' "$venv_requirements")"
   # Packages that depend on torch come without their dependencies too: pip would otherwise follow
   # torch's own and fetch the CUDA wheels. What they need besides torch is listed in the file.
-  grep -E '^(peft|accelerate|trl)==' "$venv_requirements" | xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps
-  grep -v -E -e '^(torch|peft|accelerate|trl|deepspeed)==' -e '^#' -e '^$' "$venv_requirements" |
+  grep -E '^(peft|accelerate|trl|ray)==' "$venv_requirements" | xargs -r "$venv_dir/bin/python" -m pip install -q --no-deps
+  grep -v -E -e '^(torch|peft|accelerate|trl|deepspeed|ray)==' -e '^#' -e '^$' "$venv_requirements" |
     xargs "$venv_dir/bin/python" -m pip install -q
   # DeepSpeed ships as a source package whose setup imports torch: built against the venv's torch,
   # with none of its CUDA extensions compiled ahead (DS_BUILD_OPS=0; the jobs use torch's optimizers).
@@ -192,6 +196,26 @@ test_all() {
   log "all tests passed"
 }
 
+# A framework's venv from its pinned requirements file: the packages matching NO_DEPS (torch and
+# those that require it) without dependencies, so no nvidia-* CUDA wheel comes in (the simulator
+# replaces them), then the rest of the file; remade when the file changed (a stamp copy of it).
+pinned_venv() {  # label, venv, requirements file, NO_DEPS regex
+  local label=$1 venv=$2 requirements=$3 no_deps=$4 stamp="$2/.phasealloc-requirements"
+  if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$requirements"; then
+    return
+  fi
+  log "$label: making $venv (torch and what requires it without their CUDA wheels)"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  grep -E "$no_deps" "$requirements" | xargs "$venv/bin/python" -m pip install -q --no-deps
+  grep -v -E -e "$no_deps" -e '^#' -e '^$' "$requirements" | xargs "$venv/bin/python" -m pip install -q
+  if "$venv/bin/python" -m pip list 2>/dev/null | grep -E -i '^(nvidia-|cuda-toolkit )'; then
+    echo "$label: a CUDA wheel came in through a dependency (listed above): install its requirer --no-deps" >&2
+    return 1
+  fi
+  cp "$requirements" "$stamp"
+}
+
 # vLLM pins its own torch (0.33: 2.14.0), so it gets its own venv: vLLM, torch and the packages
 # that require torch without dependencies (no nvidia-* CUDA wheels: the simulator replaces them),
 # then the rest of tests/requirements-vllm.txt; the bridge is built against that torch inside the
@@ -200,23 +224,17 @@ vllm_venv_dir=${PHASEALLOC_VLLM_VENV:-$HOME/.cache/phasealloc/venv-vllm0.33}
 vllm_requirements=tests/requirements-vllm.txt
 vllm_no_deps='^(vllm|torch|torchvision|compressed-tensors|xgrammar|trl|accelerate)=='
 vllm_env() {
-  local stamp="$vllm_venv_dir/.phasealloc-requirements" venv="$vllm_venv_dir"
-  if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$vllm_requirements"; }; then
-    log "vllm: making $venv (vLLM and its torch without their CUDA wheels)"
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    grep -E "$vllm_no_deps" "$vllm_requirements" | xargs "$venv/bin/python" -m pip install -q --no-deps
-    grep -v -E -e "$vllm_no_deps" -e '^#' -e '^$' "$vllm_requirements" | xargs "$venv/bin/python" -m pip install -q
-    if "$venv/bin/python" -m pip list 2>/dev/null | grep -E -i '^(nvidia-|cuda-toolkit )'; then
-      echo "vllm: a CUDA wheel came in through a dependency (listed above): install its requirer --no-deps" >&2
-      return 1
-    fi
-    cp "$vllm_requirements" "$stamp"
-  fi
+  pinned_venv vllm "$vllm_venv_dir" "$vllm_requirements" "$vllm_no_deps"
+  venv_bridge vllm "$vllm_venv_dir"
+}
+
+# The bridge built against a venv's torch, inside the release build ($build_dir/torch-X.Y.Z, as
+# `matrix` does).
+venv_bridge() {  # label, venv
   local version torch_dir
-  version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
-  torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
-  log "vllm: the bridge built against torch $version ($build_dir/torch-$version)"
+  version=$("$2/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  torch_dir=$("$2/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+  log "$1: the bridge built against torch $version ($build_dir/torch-$version)"
   configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
     -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
 }
@@ -235,6 +253,31 @@ vllm_test() {
     tests/gpu/test_vllm_ipc.py
 }
 
+# verl 0.9.1 with its `vllm` extra (torch 2.11.0, vLLM 0.24.0) in its own venv, the bridge built
+# against that torch, and its PPO job on 2 simulated GPUs under both allocators
+# (tests/gpu/test_verl.py): too long for CI's budget on a 2-core machine, so a weekly-shaped target of
+# its own; CI runs the Ray activation smoke (tests/gpu/test_ray_workers.py) instead.
+verl_venv_dir=${PHASEALLOC_VERL_VENV:-$HOME/.cache/phasealloc/venv-verl0.9.1}
+verl_requirements=tests/requirements-verl.txt
+verl_no_deps='^(verl|vllm|torch|torchvision|compressed-tensors|xgrammar|tensordict|torchdata|peft|accelerate|transferqueue)=='
+verl_env() {
+  pinned_venv verl "$verl_venv_dir" "$verl_requirements" "$verl_no_deps"
+  venv_bridge verl "$verl_venv_dir"
+}
+
+frameworks() {
+  verl_env
+  local version
+  version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  log "frameworks: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are verl's venv's"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$verl_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  log "frameworks: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
+  PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim SIMCUDA_REQUIRE=1 \
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_verl.py
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) deps; venv ;;
@@ -243,5 +286,6 @@ case "${1:-}" in
   test) deps; venv; test_all ;;
   matrix) deps; build; matrix ;;
   vllm) deps; venv; build; vllm_test ;;
+  frameworks) deps; venv; build; frameworks ;;
   *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

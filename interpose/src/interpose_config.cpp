@@ -1,5 +1,7 @@
 #include "interpose_config.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -13,6 +15,12 @@ namespace phasealloc::interpose {
 namespace {
 
 constexpr std::string_view env_name = "PHASEALLOC_CONF";
+constexpr const char* role_env_name = "PHASEALLOC_ROLE";
+
+std::string process_role_from_environment() {
+  const char* role = std::getenv(role_env_name);
+  return role != nullptr ? std::string(role) : std::string();
+}
 
 /// "[a,b]" -> "a,b" when the first '[' closes at the very end; anything else unchanged.
 std::string strip_brackets(std::string_view value) {
@@ -35,6 +43,66 @@ std::string bracket_if_needed(std::string_view value) {
     if (c == ',' && depth == 0) needs = true;
   }
   return needs ? fmt::format("[{}]", value) : std::string(value);
+}
+
+/// A role names a process kind (trainer, rollout, ...): letters, digits, '_' and '-', so it can
+/// stand in a file name (the trace pattern's %R).
+bool valid_role(std::string_view role) {
+  return !role.empty() && std::all_of(role.begin(), role.end(), [](unsigned char ch) {
+    return std::isalnum(ch) != 0 || ch == '_' || ch == '-';
+  });
+}
+
+/// The entries of the process's role: `entries` with the `roles:[NAME:[...],...]` section of `role`
+/// put over the top-level keys it repeats, and `role:ROLE` (when there is a role); `roles` itself is
+/// dropped. Every section is checked, not only this process's, so a typo in another role's section
+/// fails here too. The role is the `role` entry's, else `process_role` (PHASEALLOC_ROLE).
+result<std::vector<conf_entry>, std::string> resolve_role(std::vector<conf_entry> entries, std::string_view process_role,
+                                                          std::string_view source) {
+  std::string role(process_role);
+  std::optional<std::string> sections;
+  for (auto it = entries.begin(); it != entries.end();) {
+    if (it->key == "role") {
+      role = it->value;
+      it = entries.erase(it);
+    } else if (it->key == "roles") {
+      sections = strip_brackets(it->value);
+      it = entries.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!role.empty() && !valid_role(role)) {
+    return fmt::format("{}: bad value for 'role': \"{}\" (a role is letters, digits, '_' and '-')", source, role);
+  }
+  if (sections) {
+    auto named = parse_conf(*sections);
+    if (!named) return fmt::format("{}: bad value for 'roles': {}", source, named.error());
+    for (const conf_entry& section : named.value()) {
+      const std::string where = fmt::format("{}, roles section '{}'", source, section.key);
+      if (!valid_role(section.key)) {
+        return fmt::format("{}: bad value for 'roles': \"{}\" is not a role name (letters, digits, '_' and '-')",
+                           source, section.key);
+      }
+      auto keys = parse_conf(strip_brackets(section.value));
+      if (!keys) return fmt::format("{}: {}", where, keys.error());
+      for (const conf_entry& k : keys.value()) {
+        if (k.key == "role" || k.key == "roles") {
+          return fmt::format("{}: key '{}' cannot be set per role", where, k.key);
+        }
+      }
+      // The section alone must be a valid configuration (its keys, its values).
+      if (auto alone = parse_interpose_config(strip_brackets(section.value), where); !alone) return alone.error();
+      if (section.key != role) continue;
+      for (const conf_entry& k : keys.value()) {
+        auto same = std::find_if(entries.begin(), entries.end(), [&](const conf_entry& e) { return e.key == k.key; });
+        if (same != entries.end()) same->value = k.value;
+        else entries.push_back(k);
+      }
+    }
+  }
+  if (!role.empty()) entries.push_back({"role", role});
+  return entries;
 }
 
 struct process_state {
@@ -71,12 +139,17 @@ std::string default_policy_spec() {
   return names.empty() ? std::string("basic") : std::string(names.front().name);
 }
 
-result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source) {
-  auto entries = parse_conf(text);
-  if (!entries) return fmt::format("{}: {}", source, entries.error());
+result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source,
+                                                             std::string_view process_role) {
+  auto parsed = parse_conf(text);
+  if (!parsed) return fmt::format("{}: {}", source, parsed.error());
+  auto entries = resolve_role(std::move(parsed).value(), process_role, source);
+  if (!entries) return entries.error();
   conf_reader reader(std::string(source), std::move(entries).value());
   interpose_config c;
   c.source = std::string(source);
+  if (auto v = reader.get_string("role")) c.role = *v;
+  (void)reader.get_string("roles");  // resolved above: listed among the valid keys
   if (auto v = reader.get_string("device")) {
     if (*v == "auto") c.device = device_kind::auto_select;
     else if (*v == "cuda_vmm") c.device = device_kind::cuda_vmm;
@@ -111,6 +184,7 @@ std::string format_interpose_config(const interpose_config& c) {
       to_string(c.device), bracket_if_needed(c.effective_policy_spec), c.strict, c.check_invariants,
       c.model_capacity_bytes, c.model_virtual_memory, c.vmm_page_bytes, c.host_budget_bytes);
   if (!c.trace_pattern.empty()) out += ",trace:" + bracket_if_needed(c.trace_pattern);
+  if (!c.role.empty()) out += ",role:" + c.role;
   return out;
 }
 
@@ -125,7 +199,7 @@ const result<interpose_config, std::string>& process_config() {
     } else if (const char* env = std::getenv(std::string(env_name).c_str())) {
       s.text_in_force = env;
     }
-    s.config.emplace(parse_interpose_config(s.text_in_force, source));
+    s.config.emplace(parse_interpose_config(s.text_in_force, source, process_role_from_environment()));
   }
   return *s.config;
 }
@@ -140,7 +214,7 @@ std::string configure_process(std::string_view text) {
                        text, s.text_in_force);
   }
   // Validate now, so the caller hears about a bad text at once; keep it for the first read.
-  auto parsed = parse_interpose_config(text, "phasealloc_configure");
+  auto parsed = parse_interpose_config(text, "phasealloc_configure", process_role_from_environment());
   if (!parsed) return parsed.error();
   s.configured_text = std::string(text);
   return {};

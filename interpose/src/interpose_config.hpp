@@ -14,7 +14,15 @@
 //   a bad one fails at the first use, not at the first allocation on some device.
 //   The process configuration is read at the first call that needs it: the text given to
 //   phasealloc_configure() if that came first, else getenv("PHASEALLOC_CONF"), else defaults.
-// Limitations: the configuration cannot change once read (engines were built from it).
+//   Roles: processes of one job that need different settings (a trainer and a rollout engine of
+//   an RLHF job, Ray actors started from one environment) share one PHASEALLOC_CONF with a section
+//   per role, `roles:[rollout:[policy:[phasealloc:release:all]],trainer:[trace:[/t/%R.%p.patrace]]]`;
+//   a process takes its role from the `role` key, else PHASEALLOC_ROLE (set per actor, e.g. in a Ray
+//   actor's runtime_env), and its section's keys replace the top-level ones. The effective
+//   configuration spells out the resolved keys and `role:NAME`, never `roles`, so pasted back it
+//   configures the same process.
+// Limitations: the configuration cannot change once read (engines were built from it). One role
+//   per process.
 #pragma once
 
 #include <cstddef>
@@ -42,20 +50,24 @@ struct interpose_config {
   std::size_t vmm_page_bytes = 0;     ///< cuda_vmm page size (0: the driver's granularity).
   /// Most page-locked bytes each GPU ordinal's host buffer pool holds (0: no pool).
   std::size_t host_budget_bytes = 2 * gib;
+  std::string role;                   ///< This process's role ("" = none): its `roles` section applied.
   std::string source;                 ///< Where the text came from, for messages.
 };
 
 /// The policy used when PHASEALLOC_CONF names none: the first registered of phasealloc, pytorch, basic.
 std::string default_policy_spec();
 
-/// Parses and validates a configuration text. `source` labels errors ("PHASEALLOC_CONF").
-result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source);
+/// Parses and validates a configuration text. `source` labels errors ("PHASEALLOC_CONF");
+/// `process_role` is the role when the text has no `role` key (PHASEALLOC_ROLE for the process).
+result<interpose_config, std::string> parse_interpose_config(std::string_view text, std::string_view source,
+                                                             std::string_view process_role = {});
 
 /// The configuration in the PHASEALLOC_CONF grammar with every key spelled out; parsing it again
 /// gives the same configuration.
 std::string format_interpose_config(const interpose_config& config);
 
-/// The process's configuration, read at the first call (thread-safe); the reference stays valid.
+/// The process's configuration, read at the first call (thread-safe): PHASEALLOC_CONF (or the
+/// configured text) for the role PHASEALLOC_ROLE names; the reference stays valid.
 const result<interpose_config, std::string>& process_config();
 
 /// Gives the text to use instead of PHASEALLOC_CONF. Too late once process_config() was read,

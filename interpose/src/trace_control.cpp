@@ -6,11 +6,12 @@
 
 #include "phasealloc/trace/trace_file.hpp"
 #include "phasealloc/trace/trace_path.hpp"
+#include "interpose_config.hpp"
 #include "phasealloc/trace/trace_recorder.hpp"
 
 namespace phasealloc::interpose {
 
-std::string trace_path_for(std::string_view pattern, int ordinal) {
+std::string trace_path_for(std::string_view pattern, int ordinal, std::string_view role) {
   std::string with_device;
   bool named_device = false;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -18,6 +19,11 @@ std::string trace_path_for(std::string_view pattern, int ordinal) {
       if (pattern[i + 1] == 'd') {
         with_device += std::to_string(ordinal);
         named_device = true;
+        ++i;
+        continue;
+      }
+      if (pattern[i + 1] == 'R') {
+        with_device += role;
         ++i;
         continue;
       }
@@ -51,7 +57,8 @@ void attach_trace(device_slot& slot, std::string_view pattern, std::string_view 
     r.name = phase;
     recorder->on_event(r);
   }
-  slot.trace_path = trace_path_for(pattern, slot.ordinal);
+  const auto& config = process_config();
+  slot.trace_path = trace_path_for(pattern, slot.ordinal, config ? std::string_view(config.value().role) : "");
   slot.recorder = std::move(recorder);
   slot.observer.set_forward(slot.recorder.get());
   slot.eng->set_trace_sink(&slot.observer);  // barrier: later events see the recorder

@@ -20,9 +20,10 @@
 
 namespace phasealloc::interpose {
 
-/// The file of device `ordinal` for `pattern`: %d -> ordinal, then %p / %r / %% (trace_path.hpp).
-/// Without %d, ordinal N > 0 gets ".devN" before the extension.
-std::string trace_path_for(std::string_view pattern, int ordinal);
+/// The file of device `ordinal` for `pattern`: %d -> ordinal, %R -> the process's role ("" when it
+/// has none: PHASEALLOC_ROLE, interpose_config.hpp), then %p / %r / %% (trace_path.hpp). Without %d,
+/// ordinal N > 0 gets ".devN" before the extension.
+std::string trace_path_for(std::string_view pattern, int ordinal, std::string_view role);
 
 /// Starts recording `slot` to trace_path_for(pattern, slot.ordinal). `settings` goes into the
 /// trace's metadata (the effective configuration).

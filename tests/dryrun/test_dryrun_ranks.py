@@ -5,7 +5,9 @@ their own line, the device total, and which rank runs out first."""
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -146,3 +148,30 @@ def test_fsdp2_example_sharded_across_four_ranks_at_values_off(tmp_path):
             assert {"training", "optimizer"} <= {p["name"] for p in res["phases"]}, res["phases"]
         peaks.add(tuple(res["peak_reserved_bytes"] for res in r["results"]))
     assert len(peaks) == 1, peaks
+
+
+def test_a_ray_jobs_workers_are_named_by_rank_and_role(tmp_path, monkeypatch):
+    """A Ray job (ray.init() inside the dry run) whose two GPU actors have their own PHASEALLOC_ROLE
+    (tests/gpu/ray_workers_job.py): each worker's trace is its own, and the per-rank table and JSON
+    name it by rank and role."""
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    if not os.path.exists(ray):
+        pytest.skip("Ray is not installed (tests/requirements.txt has it)")
+    temp = tempfile.mkdtemp(prefix="pa-ray-", dir="/tmp")  # Ray's socket paths must stay short
+    monkeypatch.setenv("RAY_TMPDIR", temp)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    job = [os.path.join(REPO, "tests", "gpu", "ray_workers_job.py"), "local", str(tmp_path / "workers.json")]
+    try:
+        out = dryrun(["--gpu", "8GiB", "--gpus", "2", "--json", "--html", ""], job)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    doc = json.loads(out.stdout)
+    ranks = doc["per_rank"]["ranks"]
+    assert sorted(r["role"] for r in ranks) == ["rollout", "trainer"], ranks
+    workers = json.loads((tmp_path / "workers.json").read_text())["workers"]
+    assert sorted(r["pid"] for r in ranks) == sorted(w["pid"] for w in workers)
+    for r in ranks:
+        assert r["trace"] == "rank0.role%s.pid%d.patrace" % (r["role"], r["pid"]), r
+        assert all(res["ooms"] == 0 and res["peak_reserved_bytes"] >= 4 * MIB for res in r["results"]), r

@@ -646,6 +646,43 @@ if pytest is not None and __name__ != "__main__":
         assert "asks for PyTorch's 'cudaMallocAsync' allocator backend" in out.stderr, out.stderr
 
 
+    # Which of PYTORCH_CUDA_ALLOC_CONF and PYTORCH_ALLOC_CONF names the backend, when both are set:
+    # PyTorch's own choice (under --native) is the judge of what phasealloc must agree with.
+    ALLOC_CONF_CASES = {
+        "cuda_variable_only": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
+        "generic_variable_only": {"PYTORCH_ALLOC_CONF": "max_split_size_mb:20,backend:cudaMallocAsync"},
+        "cuda_variable_names_async_generic_native": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync",
+                                                     "PYTORCH_ALLOC_CONF": "backend:native"},
+        "cuda_variable_without_backend_generic_async": {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20",
+                                                        "PYTORCH_ALLOC_CONF": "backend:cudaMallocAsync"},
+        "empty_cuda_variable_generic_async": {"PYTORCH_CUDA_ALLOC_CONF": "",
+                                              "PYTORCH_ALLOC_CONF": "backend:cudaMallocAsync"},
+    }
+
+    @pytest.mark.parametrize("case", sorted(ALLOC_CONF_CASES))
+    def test_the_allocator_variables_are_read_as_pytorch_reads_them(case):
+        """PyTorch 2.11 to 2.15 take their allocator settings from the first of PYTORCH_CUDA_ALLOC_CONF
+        and PYTORCH_ALLOC_CONF that is set; phasealloc steps aside exactly when the backend PyTorch
+        chose from them is not its native one, and names the variable it read."""
+        code = "import torch\ntorch.cuda.init()\nprint('BACKEND', torch.cuda.get_allocator_backend())\n"
+
+        def backend(native):
+            env = child_env("", "c10")
+            env.update(ALLOC_CONF_CASES[case])
+            command = launcher() + (["--native"] if native else []) + ["--", sys.executable, "-c", code]
+            out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0, out.stderr
+            return [line.split()[1] for line in out.stdout.splitlines() if line.startswith("BACKEND ")][0], out.stderr
+
+        pytorchs, _ = backend(native=True)
+        ours, stderr = backend(native=False)
+        if pytorchs == "native":
+            assert ours == "phasealloc", stderr
+        else:
+            assert ours == pytorchs, stderr
+            variable = [v for v in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF") if v in ALLOC_CONF_CASES[case]][0]
+            assert "%s asks for PyTorch's %r allocator backend" % (variable, pytorchs) in stderr, stderr
+
     def test_a_bridge_built_for_another_torch_build_is_refused():
         """Same version string, another commit: another class layout. Both the package and the
         library itself refuse it, naming what differs."""

@@ -151,12 +151,14 @@ def launcher(sim_gpu=None):
 
 
 def child_env(conf=None, bridge="auto", sim=None):
-    """The environment of a child: this one, less PYTORCH_CUDA_ALLOC_CONF, with this folder on
+    """The environment of a child: this one, less PyTorch's allocator settings (PYTORCH_CUDA_ALLOC_CONF,
+    PYTORCH_ALLOC_CONF), with this folder on
     PYTHONPATH (the child imports the harness); on simcuda (sim=None: when on_simulator()) its
     library folder and SIMCUDA_GPU=quiet:1 unless set. With conf (a PHASEALLOC_CONF string, "" for
     the defaults): phasealloc's library, that conf and PHASEALLOC_BRIDGE=bridge."""
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    env.pop("PYTORCH_ALLOC_CONF", None)
     env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
     if on_simulator() if sim is None else sim:
         env["PHASEALLOC_SIMCUDA_DIR"] = find_simulator()

@@ -147,3 +147,59 @@ for conf_device in ("auto",):
     assert "no engine for device 0" in message
     # A build with the CUDA devices tried both; one without them says it has none.
     assert ("cuda_vmm" in message and "cuda_runtime" in message) or "needs the CUDA devices" in message
+
+
+# --- roles: one PHASEALLOC_CONF, a section per process kind ------------------------------------
+
+ROLES = ("device:model,model_capacity:2GiB,policy:[phasealloc:release:adaptive],"
+         "roles:[rollout:[policy:[phasealloc:release:all],model_capacity:1GiB],trainer:[strict:true]]")
+
+
+def role_config(conf, role=None):
+    out = run_python(SHOW_CONFIG, conf=conf, extra={"PHASEALLOC_ROLE": role} if role is not None else None)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.partition(" ")[::2] for line in out.stdout.splitlines())
+    return lines["CONFIG"], lines["ERROR"]
+
+
+def test_a_roles_section_replaces_the_top_level_keys_for_that_role_only(lib):
+    rollout, _ = role_config(ROLES, "rollout")
+    assert "release:all" in rollout and "model_capacity:1073741824" in rollout and "strict:false" in rollout
+    assert rollout.endswith(",role:rollout"), rollout
+    trainer, _ = role_config(ROLES, "trainer")
+    assert "release:adaptive" in trainer and "model_capacity:2147483648" in trainer and "strict:true" in trainer
+    assert trainer.endswith(",role:trainer"), trainer
+    none, _ = role_config(ROLES)
+    assert "release:adaptive" in none and "strict:false" in none and "role:" not in none and "roles" not in none
+    other, _ = role_config(ROLES, "reward")  # a role without a section: the top level, named
+    assert "release:adaptive" in other and other.endswith(",role:reward"), other
+
+
+def test_the_effective_configuration_of_a_role_pastes_back_to_the_same(lib):
+    rollout, _ = role_config(ROLES, "rollout")
+    again, _ = role_config(rollout)  # role:rollout in the text, no PHASEALLOC_ROLE
+    assert again == rollout
+
+
+def test_the_role_key_wins_over_the_environment(lib):
+    config, _ = role_config(ROLES + ",role:trainer", "rollout")
+    assert "strict:true" in config and config.endswith(",role:trainer"), config
+
+
+@pytest.mark.parametrize("conf, role, names", [
+    (ROLES.replace("strict:true", "stritc:true"), "rollout", ["roles section 'trainer'", "unknown key 'stritc'"]),
+    (ROLES.replace("strict:true", "role:x"), None, ["roles section 'trainer'", "'role' cannot be set per role"]),
+    ("device:model,roles:[a b:[strict:true]]", None, ["'roles'", "not a role name"]),
+    ("device:model,roles:[rollout:[model_capacity:lots]]", "trainer", ["roles section 'rollout'", "'model_capacity'"]),
+    ("device:model", "roll/out", ["'role'", "roll/out", "letters, digits"]),
+])
+def test_bad_roles_name_what_is_wrong(lib, conf, role, names):
+    config, error = role_config(conf, role)
+    assert config == "NULL"
+    for name in names:
+        assert name in error, (name, error)
+
+
+def test_unknown_key_lists_role_and_roles(lib):
+    _, error = config_of("device:model,colour:red")
+    assert "role" in error and "roles" in error

@@ -94,3 +94,22 @@ print(os.getpid())
         assert [e[1] for e in events].count("alloc") == 1
         assert any('"rollout"' in line for line in lines)
         assert re.search(r"allocator_settings \".*device:model", "\n".join(lines))
+
+
+def test_the_role_names_the_trace_file(lib, tmp_path):
+    """%R in the pattern is the process's role (PHASEALLOC_ROLE), empty without one."""
+    pattern = str(tmp_path / "rank%r.role%R.pid%p.txt")
+    code = CTYPES_PRELUDE + """
+p = lib.phasealloc_try_malloc(1 << 20, 0, None)
+lib.phasealloc_free(p, 1 << 20, 0, None)
+print(os.getpid())
+"""
+    names = []
+    for role in ("trainer", "rollout", None):
+        extra = {"RANK": "0"}
+        if role is not None:
+            extra["PHASEALLOC_ROLE"] = role
+        out = run_python(code, conf="device:model,trace:[%s]" % pattern, extra=extra)
+        assert out.returncode == 0, out.stderr
+        names.append("rank0.role%s.pid%s.txt" % (role or "", out.stdout.strip()))
+    assert sorted(os.listdir(tmp_path)) == sorted(names)

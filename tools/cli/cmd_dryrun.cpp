@@ -6,7 +6,7 @@
 //   allocator?". The simulated GPU runs the unmodified job without one (kernels are skipped,
 //   untouched memory costs no RAM), so the job's real allocation pattern can be recorded at any
 //   model size and replayed under each allocator at the capacity the user plans for.
-// Approach: the job runs under phasealloc-run --sim-gpu=RECORD --trace DIR/rank%r.pid%p.patrace
+// Approach: the job runs under phasealloc-run --sim-gpu=RECORD --trace DIR/rank%r.role%R.pid%p.patrace
 //   on --gpus simulated GPUs (SIMCUDA_GPU count), so every process that uses CUDA (every rank of a
 //   torchrun or accelerate job) writes its own trace with the phases the env-var swap detects (or
 //   the job marks), named by its rank, pid and GPU; the simulator writes each process's books
@@ -253,11 +253,12 @@ void run_dryrun(const dryrun_args& a) {
                                       format_bytes(nccl), format_bytes(gpu_bytes - nccl))
                         : "NCCL's buffers: unknown (the process wrote no simulator books)\n";
     text += fmt::format("{}== process {} of {} ({}: rank {}, GPU {})\n{}\n{}On a {} GPU:\n{}", i == 0 ? "" : "\n",
-                        i + 1, traces.size(), report.trace_name, rank.who.rank.value_or(0), rank.who.device,
+                        i + 1, traces.size(), report.trace_name, rank_label(rank), rank.who.device,
                         render_replay_text(report), nccl_line, format_bytes(gpu_bytes), verdicts(report));
     nlohmann::json doc = replay_json(report);
     doc["process"] = i + 1;
     doc["rank"] = rank.who.rank ? nlohmann::json(*rank.who.rank) : nlohmann::json();
+    doc["role"] = rank.who.role.empty() ? nlohmann::json() : nlohmann::json(rank.who.role);
     doc["device"] = rank.who.device;
     doc["nccl_peak_bytes"] = rank.nccl_bytes ? nlohmann::json(*rank.nccl_bytes) : nlohmann::json();
     processes.push_back(std::move(doc));

@@ -22,9 +22,14 @@ std::size_t device_total(const replay_result& r, const rank_replay& rank) {
   return r.peak_reserved_bytes + rank.nccl_bytes.value_or(0);
 }
 
+}  // namespace
+
 std::string rank_label(const rank_replay& r) {
-  return r.who.rank ? std::to_string(*r.who.rank) : fmt::format("pid {}", r.who.pid);
+  const std::string rank = r.who.rank ? std::to_string(*r.who.rank) : fmt::format("pid {}", r.who.pid);
+  return r.who.role.empty() ? rank : fmt::format("{} {}", rank, r.who.role);
 }
+
+namespace {
 
 /// The phases where `r` fails, "phase (n), ..." in the replay's order.
 std::string oom_phases(const replay_result& r) {
@@ -58,13 +63,14 @@ std::size_t first_to_run_out(const std::vector<rank_replay>& ranks, std::size_t 
 }  // namespace
 
 std::optional<rank_identity> identity_from_trace_name(const std::string& file_name) {
-  static const std::regex name(R"(rank(\d+)\.pid(\d+)(?:\.dev(\d+))?\.patrace)");
+  static const std::regex name(R"(rank(\d+)(?:\.role([A-Za-z0-9_-]*))?\.pid(\d+)(?:\.dev(\d+))?\.patrace)");
   std::smatch m;
   if (!std::regex_match(file_name, m, name)) return std::nullopt;
   rank_identity who;
   who.rank = std::stoi(m[1].str());
-  who.pid = std::stoll(m[2].str());
-  who.device = m[3].matched ? std::stoi(m[3].str()) : 0;
+  who.role = m[2].matched ? m[2].str() : std::string();
+  who.pid = std::stoll(m[3].str());
+  who.device = m[4].matched ? std::stoi(m[4].str()) : 0;
   return who;
 }
 
@@ -153,6 +159,7 @@ nlohmann::json rank_json(const std::vector<rank_replay>& ranks, std::size_t gpu_
                          {"phases", std::move(phases)}});
     }
     out["ranks"].push_back({{"rank", rank.who.rank ? nlohmann::json(*rank.who.rank) : nlohmann::json()},
+                            {"role", rank.who.role.empty() ? nlohmann::json() : nlohmann::json(rank.who.role)},
                             {"pid", rank.who.pid},
                             {"device", rank.who.device},
                             {"trace", rank.report.trace_name},
@@ -168,6 +175,7 @@ nlohmann::json rank_json(const std::vector<rank_replay>& ranks, std::size_t gpu_
       if (ph.num_ooms > 0) phases.push_back(ph.name);
     out["runs_out_first"].push_back({{"policy", res.policy},
                                      {"rank", r.who.rank ? nlohmann::json(*r.who.rank) : nlohmann::json()},
+                                     {"role", r.who.role.empty() ? nlohmann::json() : nlohmann::json(r.who.role)},
                                      {"device", r.who.device},
                                      {"fits", res.ooms == 0},
                                      {"phases", std::move(phases)},

@@ -5,9 +5,10 @@
 // Rationale: a multi-GPU job (torchrun, accelerate) is one process per GPU, each with its own
 //   allocator and its own trace; the question is per rank ("does every rank fit, and which one runs
 //   out first?"), and part of each rank's device memory is NCCL's, which no allocator traces.
-// Approach: the job's processes write their traces as rank<R>.pid<P>[.dev<D>].patrace (the trace
-//   path pattern's %r and %p; the recorder adds .dev<D> for a device other than 0), so the name
-//   says the rank and GPU. The simulator writes each process's books at exit (SIMCUDA_BOOKS:
+// Approach: the job's processes write their traces as rank<R>.role<ROLE>.pid<P>[.dev<D>].patrace
+//   (the trace path pattern's %r, %R and %p; the recorder adds .dev<D> for a device other than 0),
+//   so the name says the rank, the role (PHASEALLOC_ROLE: a Ray job's trainer and rollout workers
+//   can share a rank number) and the GPU. The simulator writes each process's books at exit (SIMCUDA_BOOKS:
 //   books.<P>.json): the peak of NCCL's buffers per device, matched to the trace by pid and device.
 //   Each rank's trace is replayed on --gpu minus its NCCL peak (NCCL connects at the first
 //   collective and keeps its buffers to the end, so the allocator has that much less for the rest of
@@ -34,12 +35,13 @@ namespace phasealloc::cli {
 /// What a trace file's name says about the process that wrote it.
 struct rank_identity {
   std::optional<int> rank;  ///< From RANK (else LOCAL_RANK) when the job set it.
+  std::string role;         ///< PHASEALLOC_ROLE of the process ("" = none): trainer, rollout, ...
   long long pid = 0;
   int device = 0;
 };
 
 /// The trace file name pattern for the job (the recorder expands %r and %p).
-inline constexpr const char* rank_trace_pattern = "rank%r.pid%p.patrace";
+inline constexpr const char* rank_trace_pattern = "rank%r.role%R.pid%p.patrace";
 /// The simulator's books file pattern (SIMCUDA_BOOKS; %p: the pid).
 inline constexpr const char* rank_books_pattern = "books.%p.json";
 
@@ -57,9 +59,12 @@ struct rank_replay {
   replay_report report;  ///< Replayed at the GPU's capacity minus nccl_bytes.
 };
 
+/// "3", "3 rollout", or "pid 41234" (no rank): how tables and pages name a process.
+std::string rank_label(const rank_replay& r);
+
 /// The per-rank, per-phase table, the NCCL and device-total lines, and who runs out first.
 std::string render_rank_text(const std::vector<rank_replay>& ranks, std::size_t gpu_bytes);
-/// The same numbers: {gpu_bytes, ranks[rank, pid, device, trace, nccl_peak_bytes, results[policy,
+/// The same numbers: {gpu_bytes, ranks[rank, role, pid, device, trace, nccl_peak_bytes, results[policy,
 /// capacity_bytes, peak_reserved_bytes, device_total_bytes, ooms, phases[name, peak_reserved_bytes,
 /// num_ooms]]], runs_out_first[policy, rank, device, fits, phases, device_total_bytes]}; a rank
 /// without books has null nccl_peak_bytes and device_total_bytes.

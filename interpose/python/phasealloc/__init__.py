@@ -138,17 +138,14 @@ def enable(conf=None, detect_phases=True, library=None):
 
 
 def _requested_backend():
-    """(variable, backend) when PYTORCH_ALLOC_CONF (read first, as PyTorch does) or
-    PYTORCH_CUDA_ALLOC_CONF names an allocator backend, else (None, None)."""
-    from ._bridge import backend_named
+    """(variable, backend) when the variable PyTorch reads its allocator settings from
+    (_bridge.torch_alloc_conf: PYTORCH_CUDA_ALLOC_CONF, else PYTORCH_ALLOC_CONF) names an allocator
+    backend, else (None, None)."""
+    from ._bridge import backend_named, torch_alloc_conf
 
-    for variable in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
-        value = os.environ.get(variable)
-        if value is None:
-            continue
-        backend = backend_named(value)
-        return (variable, backend) if backend else (None, None)
-    return None, None
+    variable, settings = torch_alloc_conf()
+    backend = backend_named(settings) if settings is not None else None
+    return (variable, backend) if backend else (None, None)
 
 
 def _companion_consequence():

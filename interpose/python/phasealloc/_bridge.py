@@ -111,6 +111,25 @@ def _wrap_share_cuda(torch, handle):
 _BACKEND_KEY = re.compile(r"(?:^|,)\s*backend\s*:\s*([A-Za-z_]+)")
 
 
+# The variables PyTorch 2.11 to 2.15 read its CUDA allocator's settings from, in its order: the first
+# one set (even to "") is the whole configuration, the others are not read. CUDAAllocatorConfig (the
+# backend, per_process_memory_fraction, ...) reads PYTORCH_CUDA_ALLOC_CONF then PYTORCH_ALLOC_CONF
+# (PYTORCH_HIP_ALLOC_CONF between them on ROCm builds only); the device-generic
+# AcceleratorAllocatorConfig reads the same two, with PYTORCH_HIP_ALLOC_CONF between them on every build.
+TORCH_ALLOC_CONF_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def torch_alloc_conf(environ=None):
+    """(variable, settings) of the variable PyTorch takes its CUDA allocator settings from, or
+    (None, None) when none is set."""
+    environ = os.environ if environ is None else environ
+    for variable in TORCH_ALLOC_CONF_VARIABLES:
+        value = environ.get(variable)
+        if value is not None:
+            return variable, value
+    return None, None
+
+
 def backend_named(settings):
     """The allocator backend a PYTORCH_CUDA_ALLOC_CONF-style string names, or None."""
     match = _BACKEND_KEY.search(settings)

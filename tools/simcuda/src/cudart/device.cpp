@@ -28,7 +28,8 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return result(cudaErrorInvalidValue);
   *count = device_count();
-  return cudaSuccess;
+  // As the driver: CUDA_VISIBLE_DEVICES that shows no GPU is "no CUDA-capable device".
+  return *count > 0 ? cudaSuccess : result(cudaErrorNoDevice);
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -74,7 +75,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   const gpu_spec& g = current_config().gpu;
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "%s", g.name.c_str());
-  for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = static_cast<char>(0x5a ^ (i * 7) ^ device);
+  for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = static_cast<char>(gpu_uuid_byte(machine_device(device), i));
   prop->totalGlobalMem = g.memory_bytes;
   prop->sharedMemPerBlock = g.shared_memory_per_block_bytes;
   prop->regsPerBlock = g.regs_per_block;
@@ -131,7 +132,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 cudaError_t cudaDeviceGetPCIBusId(char* pci_bus, int len, int device) {
   if (pci_bus == nullptr || len <= 0) return result(cudaErrorInvalidValue);
   if (cudaError_t e = check_device(device)) return e;
-  std::snprintf(pci_bus, static_cast<std::size_t>(len), "%s", pci_bus_id(device).c_str());
+  std::snprintf(pci_bus, static_cast<std::size_t>(len), "%s", pci_bus_id(machine_device(device)).c_str());
   return cudaSuccess;
 }
 
