@@ -233,6 +233,41 @@ vllm_test() {
     "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_vllm.py
 }
 
+# OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed 0.19.6, Ray 2.55) gets its own venv the way
+# vLLM's does: the packages that require torch without dependencies, DeepSpeed and flash-attn built
+# against that torch without build isolation (DeepSpeed without its CUDA ops, flash-attn as its
+# Python part only), then the rest of tests/requirements-openrlhf.txt; the bridge is built against
+# torch 2.13.0 inside the release build.
+openrlhf_venv_dir=${PHASEALLOC_OPENRLHF_VENV:-$HOME/.cache/phasealloc/venv-openrlhf0.11.2}
+openrlhf_requirements=tests/requirements-openrlhf.txt
+openrlhf_no_deps='^(openrlhf|vllm|torch|torchvision|compressed-tensors|xgrammar|accelerate|peft|bitsandbytes|optimum|torchdata|torchmetrics|transformers-stream-generator)=='
+openrlhf_built='^(deepspeed|flash-attn)=='
+openrlhf_env() {
+  local stamp="$openrlhf_venv_dir/.phasealloc-requirements" venv="$openrlhf_venv_dir" req="$openrlhf_requirements"
+  if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$req"; }; then
+    log "openrlhf: making $venv (OpenRLHF, vLLM and torch without their CUDA wheels)"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    grep -E "$openrlhf_no_deps" "$req" | xargs "$venv/bin/python" -m pip install -q --no-deps
+    grep -v -E -e "$openrlhf_no_deps" -e "$openrlhf_built" -e '^#' -e '^$' "$req" | xargs "$venv/bin/python" -m pip install -q
+    # Their setup scripts import torch, whose CUDA libraries are the simulator's: built under it.
+    grep -E "$openrlhf_built" "$req" | DS_BUILD_OPS=0 FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE \
+      PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_GPU=quiet:1 \
+      xargs interpose/python/bin/phasealloc-run --sim-gpu --native -- "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation
+    if "$venv/bin/python" -m pip list 2>/dev/null | grep -E -i '^(nvidia-|cuda-toolkit )'; then
+      echo "openrlhf: a CUDA wheel came in through a dependency (listed above): install its requirer --no-deps" >&2
+      return 1
+    fi
+    cp "$req" "$stamp"
+  fi
+  local version torch_dir
+  version=$(grep -m1 '^torch==' "$req" | cut -d= -f3)
+  torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+  log "openrlhf: the bridge built against torch $version ($build_dir/torch-$version)"
+  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
+    -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) deps; venv ;;
@@ -241,5 +276,6 @@ case "${1:-}" in
   test) deps; venv; test_all ;;
   matrix) deps; build; matrix ;;
   vllm) deps; venv; build; vllm_test ;;
+  openrlhf-env) deps; venv; build; openrlhf_env ;;
   *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
