@@ -143,8 +143,20 @@ void count_function_registered() noexcept;
 // Devices
 // ---------------------------------------------------------------------------------------------
 
+/// GPUs this process sees (CUDA_VISIBLE_DEVICES of the machine's; src/core/visible_devices.cpp).
+/// Every `device` below is a CUDA ordinal of this process.
 int device_count() noexcept;
 bool valid_device(int device) noexcept;
+/// GPUs of the simulated machine (SIMCUDA_GPU count): what NVML lists.
+int machine_device_count() noexcept;
+/// The machine GPU behind a valid ordinal: its identity across processes (UUID, PCI bus id).
+int machine_device(int ordinal) noexcept;
+/// The ordinal of a machine GPU in this process, or -1 where CUDA_VISIBLE_DEVICES hides it.
+int ordinal_of_machine_device(int machine) noexcept;
+/// A machine GPU's UUID, as cudaDeviceProp::uuid and cuDeviceGetUuid give it, and as text
+/// ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and CUDA_VISIBLE_DEVICES write it).
+void device_uuid(int machine, unsigned char bytes[16]) noexcept;
+std::string device_uuid_text(int machine);
 /// The calling thread's current device (cudaSetDevice), 0 until set.
 int current_device() noexcept;
 void set_current_device(int device) noexcept;
@@ -155,8 +167,8 @@ void mark_device_active(int device) noexcept;
 /// A device attribute by its CUdevice_attribute / cudaDeviceAttr number (the two enums agree).
 /// False for an attribute the simulator does not model (the caller fails loudly).
 bool device_attribute(int attribute, int device, int* value) noexcept;
-/// "0000:01:00.0"-style PCI bus id of a device (domain 0, bus 1 + ordinal).
-std::string pci_bus_id(int device);
+/// "0000:01:00.0"-style PCI bus id of a machine GPU (domain 0, bus 1 + its machine index).
+std::string pci_bus_id(int machine);
 
 // ---------------------------------------------------------------------------------------------
 // Memory

@@ -36,7 +36,7 @@ bool device_attribute(int attribute, int device, int* value) noexcept {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = CU_COMPUTEMODE_DEFAULT; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 1 + device; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = 1 + machine_device(device); break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
@@ -101,9 +101,9 @@ bool device_attribute(int attribute, int device, int* value) noexcept {
   return true;
 }
 
-std::string pci_bus_id(int device) {
+std::string pci_bus_id(int machine) {
   char text[32];
-  std::snprintf(text, sizeof text, "0000:%02x:00.0", 1 + device);
+  std::snprintf(text, sizeof text, "0000:%02x:00.0", 1 + machine);
   return text;
 }
 

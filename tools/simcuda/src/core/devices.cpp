@@ -9,8 +9,6 @@ namespace {
 thread_local int t_current_device = 0;
 }
 
-int device_count() noexcept { return current_config().device_count; }
-
 bool valid_device(int device) noexcept { return device >= 0 && device < device_count(); }
 
 int current_device() noexcept { return t_current_device; }

@@ -28,7 +28,7 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return result(cudaErrorInvalidValue);
   *count = device_count();
-  return cudaSuccess;
+  return *count == 0 ? result(cudaErrorNoDevice) : cudaSuccess;  // CUDA_VISIBLE_DEVICES="" or none that exists
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -74,7 +74,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   const gpu_spec& g = current_config().gpu;
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "%s", g.name.c_str());
-  for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = static_cast<char>(0x5a ^ (i * 7) ^ device);
+  device_uuid(machine_device(device), reinterpret_cast<unsigned char*>(prop->uuid.bytes));
   prop->totalGlobalMem = g.memory_bytes;
   prop->sharedMemPerBlock = g.shared_memory_per_block_bytes;
   prop->regsPerBlock = g.regs_per_block;
@@ -97,7 +97,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->canMapHostMemory = 1;
   prop->concurrentKernels = 1;
   prop->ECCEnabled = 1;
-  prop->pciBusID = 1 + device;
+  prop->pciBusID = 1 + machine_device(device);
   prop->asyncEngineCount = 3;
   prop->unifiedAddressing = 1;
   prop->memoryBusWidth = g.memory_bus_width_bits;
@@ -131,7 +131,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 cudaError_t cudaDeviceGetPCIBusId(char* pci_bus, int len, int device) {
   if (pci_bus == nullptr || len <= 0) return result(cudaErrorInvalidValue);
   if (cudaError_t e = check_device(device)) return e;
-  std::snprintf(pci_bus, static_cast<std::size_t>(len), "%s", pci_bus_id(device).c_str());
+  std::snprintf(pci_bus, static_cast<std::size_t>(len), "%s", pci_bus_id(machine_device(device)).c_str());
   return cudaSuccess;
 }
 

@@ -43,17 +43,16 @@ nvml_device* device_handle(int index) {
 
 int index_of(void* handle) {
   auto* d = static_cast<nvml_device*>(handle);
-  if (d < &g_devices[0] || d >= &g_devices[16] || !simcuda::valid_device(d->index)) return -1;
+  if (d < &g_devices[0] || d >= &g_devices[16] || d->index >= simcuda::machine_device_count()) return -1;
   return d->index;
 }
 
-std::string uuid_text(int device) {
-  unsigned char b[16];
-  for (int i = 0; i < 16; ++i) b[i] = static_cast<unsigned char>(0x5a ^ (i * 7) ^ device);  // as cudaDeviceProp
-  char text[64];
-  std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-  return text;
+std::string uuid_text(int device) { return simcuda::device_uuid_text(device); }
+
+/// This process's device memory on a machine GPU (none where CUDA_VISIBLE_DEVICES hides it).
+std::size_t process_bytes(int device) {
+  const int ordinal = simcuda::ordinal_of_machine_device(device);
+  return ordinal < 0 ? 0 : simcuda::mapped_bytes(ordinal);
 }
 
 /// nvmlMemory_t
@@ -123,19 +122,19 @@ nvml_return nvmlSystemGetDriverVersion(char* version, unsigned int length) {
 
 nvml_return nvmlDeviceGetCount_v2(unsigned int* count) {
   if (count == nullptr) return nvml_error_invalid_argument;
-  *count = static_cast<unsigned>(simcuda::device_count());
+  *count = static_cast<unsigned>(simcuda::machine_device_count());
   return nvml_success;
 }
 
 nvml_return nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
-  if (device == nullptr || !simcuda::valid_device(static_cast<int>(index))) return nvml_error_invalid_argument;
+  if (device == nullptr || static_cast<int>(index) >= simcuda::machine_device_count()) return nvml_error_invalid_argument;
   *device = device_handle(static_cast<int>(index));
   return nvml_success;
 }
 
 nvml_return nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) {
   if (bus_id == nullptr || device == nullptr) return nvml_error_invalid_argument;
-  for (int i = 0; i < simcuda::device_count(); ++i) {
+  for (int i = 0; i < simcuda::machine_device_count(); ++i) {
     // PyTorch prints "%04x:%02x:%02x.0" (domain, bus, device); our ids are "0000:BB:00.0".
     std::string ours = simcuda::pci_bus_id(i);
     if (strcasecmp(ours.c_str(), bus_id) == 0 || strcasecmp(("0000" + ours).c_str(), bus_id) == 0) {
@@ -148,7 +147,7 @@ nvml_return nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) 
 
 nvml_return nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
   if (uuid == nullptr || device == nullptr) return nvml_error_invalid_argument;
-  for (int i = 0; i < simcuda::device_count(); ++i) {
+  for (int i = 0; i < simcuda::machine_device_count(); ++i) {
     if (uuid_text(i) == uuid) {
       *device = device_handle(i);
       return nvml_success;
@@ -192,7 +191,7 @@ nvml_return nvmlDeviceGetMemoryInfo(void* device, nvml_memory* memory) {
   int i = index_of(device);
   if (i < 0 || memory == nullptr) return nvml_error_invalid_argument;
   const std::size_t total = simcuda::current_config().gpu.memory_bytes;
-  const std::size_t used = simcuda::mapped_bytes(i);
+  const std::size_t used = process_bytes(i);
   memory->total = total;
   memory->used = used;
   memory->free = total - used;
@@ -202,7 +201,7 @@ nvml_return nvmlDeviceGetMemoryInfo(void* device, nvml_memory* memory) {
 nvml_return nvmlDeviceGetComputeRunningProcesses(void* device, unsigned int* count, nvml_process_info_v1* infos) {
   int i = index_of(device);
   if (i < 0 || count == nullptr) return nvml_error_invalid_argument;
-  const std::size_t used = simcuda::mapped_bytes(i);
+  const std::size_t used = process_bytes(i);
   const unsigned needed = used > 0 ? 1 : 0;
   if (*count < needed || (needed && infos == nullptr)) {
     *count = needed;
