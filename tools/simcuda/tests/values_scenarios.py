@@ -93,9 +93,16 @@ def scenario_sampling_is_valid_and_seeded():
         return torch.multinomial(probs, 4).cpu(), torch.randint(0, 1000, (256,), device="cuda").cpu()
 
     (m1, r1), (m2, r2) = draws(), draws()
+    # An explicit CUDA generator (vLLM's sampler: probs / Exponential draws, then argmax).
+    g = torch.Generator(device="cuda").manual_seed(5)
+    e1, e2 = (torch.empty(512, device="cuda").exponential_(generator=g).cpu() for _ in range(2))
+    g.manual_seed(5)
+    e3 = torch.empty(512, device="cuda").exponential_(generator=g).cpu()
     return {"in_range": bool(((m1 >= 0) & (m1 < 1000)).all() and ((r1 >= 0) & (r1 < 1000)).all()),
             "reproducible": bool(torch.equal(m1, m2) and torch.equal(r1, r2)),
-            "distinct_values": int(r1.unique().numel())}
+            "distinct_values": int(r1.unique().numel()),
+            "generator_draws_positive": bool((e1 > 0).all()), "generator_draws_differ": not torch.equal(e1, e2),
+            "generator_reseed_repeats": bool(torch.equal(e1, e3))}
 
 
 def tiny_gpt2(eos_bias=None, token_bias=None, n_layer=2):

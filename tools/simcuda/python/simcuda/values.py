@@ -33,7 +33,8 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
   the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
   is also computed here, reads them).
 - Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid (a token id is in
-  range) and reproducible, not the GPU's bit pattern.
+  range) and reproducible, not the GPU's bit pattern. An operation given a CUDA generator draws
+  from a CPU generator seeded with that generator's state.
 
 Levels:
 - exact: every operation above is computed.
@@ -91,6 +92,7 @@ Limitations:
 
 import atexit
 import ctypes
+import hashlib
 import sys
 
 from . import introspect
@@ -166,9 +168,20 @@ def _make_mode(torch, level):
         typed = base.view(t.dtype) if t.dtype != torch.uint8 else base
         return typed.as_strided(t.shape, t.stride(), t.storage_offset())
 
+    # A CUDA generator an operation is given (vLLM's per-request samplers, a seeded dropout) draws on
+    # the CPU from a generator seeded with that generator's state (its seed and Philox offset, which
+    # the CUDA operation's host side has just advanced): each draw differs, and re-seeding the CUDA
+    # generator repeats its draws, as on a GPU (with other numbers).
+    def cpu_generator(g):
+        state = g.get_state().numpy().tobytes()
+        seed = int.from_bytes(hashlib.blake2b(state, digest_size=8).digest(), "little") >> 1
+        return torch.Generator().manual_seed(seed)
+
     def to_cpu(x):
         if is_cuda(x):
             return alias(x)
+        if isinstance(x, torch.Generator) and x.device.type == "cuda":
+            return cpu_generator(x)
         if isinstance(x, torch.device) and x.type == "cuda":
             return torch.device("cpu")
         return x
