@@ -18,11 +18,16 @@
 #                        tests/requirements-vllm.txt), the bridge built against its torch, and
 #                        tests/gpu/test_vllm.py under both allocators; part of `test` unless
 #                        SKIP_VLLM=1
+#   tools/dev.sh openrlhf  OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed, Ray) on 2 simulated
+#                        GPUs: its venv (PHASEALLOC_OPENRLHF_VENV, default
+#                        ~/.cache/phasealloc/venv-openrlhf0.11.2, from tests/requirements-openrlhf.txt),
+#                        the bridge built against its torch, and tests/gpu/test_openrlhf.py (about 6
+#                        minutes; needs 5 to 8 GiB of free host memory); not part of `test`
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
 # PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
-# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1.
+# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1, PHASEALLOC_OPENRLHF_VENV.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -268,6 +273,20 @@ openrlhf_env() {
     -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
 }
 
+openrlhf_test() {
+  openrlhf_env
+  local version
+  version=$(grep -m1 '^torch==' "$openrlhf_requirements" | cut -d= -f3)
+  log "openrlhf: the checked-in surfaces of torch $version, vLLM 0.29, Triton and torchvision are the installed ones"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$openrlhf_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  log "openrlhf: tests/gpu/test_openrlhf.py (OpenRLHF's GRPO on 2 simulated GPUs and a local Ray cluster)"
+  PHASEALLOC_OPENRLHF_VENV="$openrlhf_venv_dir" \
+    PHASEALLOC_OPENRLHF_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_openrlhf.py
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) deps; venv ;;
@@ -276,6 +295,6 @@ case "${1:-}" in
   test) deps; venv; test_all ;;
   matrix) deps; build; matrix ;;
   vllm) deps; venv; build; vllm_test ;;
-  openrlhf-env) deps; venv; build; openrlhf_env ;;
-  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  openrlhf) deps; venv; build; openrlhf_test ;;
+  *) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
