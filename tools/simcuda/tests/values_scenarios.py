@@ -105,6 +105,26 @@ def scenario_sampling_is_valid_and_seeded():
             "generator_reseed_repeats": bool(torch.equal(e1, e3))}
 
 
+def scenario_maybe_aliasing_ops_that_copy_are_computed():
+    """`to`, `reshape` and `contiguous` may return their input; when they make a new tensor its values
+    are computed. Under inference mode PyTorch dispatches `aten.to.dtype` itself (vLLM's sampler casts
+    its token ids to int32 so)."""
+    import torch
+
+    def casts():
+        ids = torch.zeros(2, 64, device="cuda")
+        ids[0, 4] = 1
+        ids = ids.argmax(dim=-1)
+        t = torch.arange(6, device="cuda").view(2, 3).t()
+        return {"to_int32": ids.to(torch.int32).tolist(), "to_float": ids.to(torch.float32).tolist(),
+                "reshape": t.reshape(-1).tolist(), "contiguous": t.contiguous().tolist(),
+                "same_dtype_is_input": ids.to(torch.int64) is ids}
+
+    with torch.inference_mode():
+        inference = casts()
+    return {"inference": inference, "grad": casts()}
+
+
 def tiny_gpt2(eos_bias=None, token_bias=None, n_layer=2):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

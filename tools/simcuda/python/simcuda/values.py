@@ -200,6 +200,14 @@ def _make_mode(torch, level):
     def is_view(func):
         return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
+    def fresh(out, inputs):
+        """Whether an operation whose schema lets its output alias an input (`to`, `reshape`,
+        `contiguous`; PyTorch dispatches `aten.to.dtype` itself under inference mode) made a new
+        tensor after all: then its kernel wrote it, and it is computed like any other output."""
+        storages = {x.untyped_storage().data_ptr() for x in inputs if is_cuda(x)}
+        outs = [o for o in tree_flatten(out)[0] if is_cuda(o)]
+        return any(o.untyped_storage().data_ptr() not in storages for o in outs)
+
     def writes_argument(func):
         return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
@@ -268,7 +276,7 @@ def _make_mode(torch, level):
                 return self._on_cpu_first(func, args, kwargs)
             out = func(*args, **kwargs)
             name = func._schema.name.split("::")[-1]
-            if is_view(func) or func in uninitialized or name in metadata_only:
+            if (is_view(func) and not fresh(out, flat)) or func in uninitialized or name in metadata_only:
                 return out
             if observable and name in _HEAVY:
                 stand_in(func, args, kwargs, out)
