@@ -19,15 +19,21 @@
 #                        tests/gpu/test_vllm.py, test_trl_colocate.py (TRL's GRPO with vLLM
 #                        colocated) and test_vllm_ipc.py (IPC weight sync to an engine in another
 #                        process) under both allocators; part of `test` unless SKIP_VLLM=1
-#   tools/dev.sh frameworks  verl 0.9.1 (vLLM 0.24, torch 2.11) PPO on 2 simulated GPUs under both
+#   tools/dev.sh verl    verl 0.9.1 (vLLM 0.24, torch 2.11) PPO on 2 simulated GPUs under both
 #                        allocators: its venv (PHASEALLOC_VERL_VENV, default
 #                        ~/.cache/phasealloc/venv-verl0.9.1, from tests/requirements-verl.txt) and
 #                        tests/gpu/test_verl.py; weekly, not part of `test`
+#   tools/dev.sh openrlhf  OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed, Ray) on 2 simulated
+#                        GPUs: its venv (PHASEALLOC_OPENRLHF_VENV, default
+#                        ~/.cache/phasealloc/venv-openrlhf0.11.2, from tests/requirements-openrlhf.txt),
+#                        the bridge built against its torch, and tests/gpu/test_openrlhf.py (about 6
+#                        minutes; needs 5 to 8 GiB of free host memory); not part of `test`
+#   tools/dev.sh frameworks  both of the above, one after the other (weekly, not part of `test`)
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
 # PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
-# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1.
+# MATRIX_TORCH, SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1, PHASEALLOC_OPENRLHF_VENV.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -265,17 +271,66 @@ verl_env() {
   venv_bridge verl "$verl_venv_dir"
 }
 
-frameworks() {
+verl_test() {
   verl_env
   local version
   version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
-  log "frameworks: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are verl's venv's"
+  log "verl: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are verl's venv's"
   PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
     "$verl_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
-  log "frameworks: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
+  log "verl: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
   PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim SIMCUDA_REQUIRE=1 \
     "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_verl.py
+}
+
+# OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed 0.19.6, Ray 2.55) gets its own venv the way
+# vLLM's does: the packages that require torch without dependencies, DeepSpeed and flash-attn built
+# against that torch without build isolation (DeepSpeed without its CUDA ops, flash-attn as its
+# Python part only), then the rest of tests/requirements-openrlhf.txt; the bridge is built against
+# torch 2.13.0 inside the release build.
+openrlhf_venv_dir=${PHASEALLOC_OPENRLHF_VENV:-$HOME/.cache/phasealloc/venv-openrlhf0.11.2}
+openrlhf_requirements=tests/requirements-openrlhf.txt
+openrlhf_no_deps='^(openrlhf|vllm|torch|torchvision|compressed-tensors|xgrammar|accelerate|peft|bitsandbytes|optimum|torchdata|torchmetrics|transformers-stream-generator)=='
+openrlhf_built='^(deepspeed|flash-attn)=='
+openrlhf_env() {
+  local stamp="$openrlhf_venv_dir/.phasealloc-requirements" venv="$openrlhf_venv_dir" req="$openrlhf_requirements"
+  if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$req"; }; then
+    log "openrlhf: making $venv (OpenRLHF, vLLM and torch without their CUDA wheels)"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    grep -E "$openrlhf_no_deps" "$req" | xargs "$venv/bin/python" -m pip install -q --no-deps
+    grep -v -E -e "$openrlhf_no_deps" -e "$openrlhf_built" -e '^#' -e '^$' "$req" | xargs "$venv/bin/python" -m pip install -q
+    # Their setup scripts import torch, whose CUDA libraries are the simulator's: built under it.
+    grep -E "$openrlhf_built" "$req" | DS_BUILD_OPS=0 FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE FLASH_ATTENTION_FORCE_BUILD=TRUE \
+      PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_GPU=quiet:1 \
+      xargs interpose/python/bin/phasealloc-run --sim-gpu --native -- "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation
+    if "$venv/bin/python" -m pip list 2>/dev/null | grep -E -i '^(nvidia-|cuda-toolkit )'; then
+      echo "openrlhf: a CUDA wheel came in through a dependency (listed above): install its requirer --no-deps" >&2
+      return 1
+    fi
+    cp "$req" "$stamp"
+  fi
+  local version torch_dir
+  version=$(grep -m1 '^torch==' "$req" | cut -d= -f3)
+  torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
+  log "openrlhf: the bridge built against torch $version ($build_dir/torch-$version)"
+  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
+    -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+}
+
+openrlhf_test() {
+  openrlhf_env
+  local version
+  version=$(grep -m1 '^torch==' "$openrlhf_requirements" | cut -d= -f3)
+  log "openrlhf: the checked-in surfaces of torch $version, vLLM 0.29, Triton and torchvision are the installed ones"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$openrlhf_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  log "openrlhf: tests/gpu/test_openrlhf.py (OpenRLHF's GRPO on 2 simulated GPUs and a local Ray cluster)"
+  PHASEALLOC_OPENRLHF_VENV="$openrlhf_venv_dir" \
+    PHASEALLOC_OPENRLHF_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_openrlhf.py
 }
 
 case "${1:-}" in
@@ -286,6 +341,8 @@ case "${1:-}" in
   test) deps; venv; test_all ;;
   matrix) deps; build; matrix ;;
   vllm) deps; venv; build; vllm_test ;;
-  frameworks) deps; venv; build; frameworks ;;
-  *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  verl) deps; venv; build; verl_test ;;
+  openrlhf) deps; venv; build; openrlhf_test ;;
+  frameworks) deps; venv; build; verl_test; openrlhf_test ;;
+  *) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

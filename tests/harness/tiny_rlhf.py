@@ -4,10 +4,10 @@ and TRL's common trainer arguments. Used by simcuda's value-mode scenarios and b
 TRL job under accelerate (tests/gpu/trl_grpo_rank.py)."""
 
 
-def tiny_llama_and_tokenizer(directory=None):
+def tiny_llama_and_tokenizer(directory=None, **config_overrides):
     """A tiny random Llama and a word-level tokenizer, built here and saved with save_pretrained (no
     downloads) under `directory` (a fresh temporary one by default); returns (model directory,
-    tokenizer)."""
+    tokenizer). config_overrides replace LlamaConfig fields (vLLM's attention wants head_dim 64)."""
     import os
     import tempfile
 
@@ -23,9 +23,10 @@ def tiny_llama_and_tokenizer(directory=None):
                                         bos_token="<bos>", unk_token="<unk>")
     model_dir = os.path.join(out, "model")
     tokenizer.save_pretrained(model_dir)
-    config = LlamaConfig(vocab_size=len(words), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    fields = dict(vocab_size=len(words), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                  pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    config = LlamaConfig(**{**fields, **config_overrides})
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(model_dir)
     return model_dir, tokenizer

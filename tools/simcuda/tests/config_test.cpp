@@ -79,20 +79,3 @@ TEST(simcuda_config, BadValuesNameTheKey) {
 }
 
 }  // namespace
-
-TEST(simcuda_config, VisibleDevicesAreReadAsTheDriverReadsThem) {
-  using simcuda::parse_visible_devices;
-  EXPECT_EQ(parse_visible_devices("1", 2), (std::vector<int>{1}));
-  EXPECT_EQ(parse_visible_devices("1,0", 2), (std::vector<int>{1, 0}));
-  EXPECT_EQ(parse_visible_devices(" 0 , 1 ", 2), (std::vector<int>{0, 1}));
-  EXPECT_EQ(parse_visible_devices("", 2), (std::vector<int>{}));
-  // The list ends at the first entry that names no GPU of the machine, or one already listed.
-  EXPECT_EQ(parse_visible_devices("0,5,1", 2), (std::vector<int>{0}));
-  EXPECT_EQ(parse_visible_devices("1,1,0", 2), (std::vector<int>{1}));
-  EXPECT_EQ(parse_visible_devices("x,0", 2), (std::vector<int>{}));
-  EXPECT_EQ(parse_visible_devices("-1", 2), (std::vector<int>{}));
-  // UUIDs, whole or by a unique prefix; an ambiguous prefix names none.
-  EXPECT_EQ(parse_visible_devices(simcuda::gpu_uuid_text(1), 2), (std::vector<int>{1}));
-  EXPECT_EQ(parse_visible_devices(simcuda::gpu_uuid_text(1).substr(0, 12) + ",0", 2), (std::vector<int>{1, 0}));
-  EXPECT_EQ(parse_visible_devices("GPU-", 2), (std::vector<int>{}));
-}

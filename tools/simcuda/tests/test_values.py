@@ -96,6 +96,17 @@ def test_sampling_gives_valid_seeded_draws(level):
     r = torch_harness.run(SCENARIOS, "sampling_is_valid_and_seeded", env=level)
     assert r["in_range"] is True and r["reproducible"] is True, r
     assert r["distinct_values"] > 150, r  # 256 draws from 1000: real draws, not a constant
+    # Draws from an explicit CUDA generator are real (the stand-in would be zeros), advance, and repeat
+    # after the generator is re-seeded.
+    assert r["generator_draws_positive"] and r["generator_draws_differ"] and r["generator_reseed_repeats"], r
+
+
+@REAL_LEVELS
+def test_ops_that_may_alias_but_copy_are_computed(level):
+    r = torch_harness.run(SCENARIOS, "maybe_aliasing_ops_that_copy_are_computed", env=level)
+    for mode in ("inference", "grad"):
+        assert r[mode] == {"to_int32": [4, 0], "to_float": [4.0, 0.0], "reshape": [0, 3, 1, 4, 2, 5],
+                           "contiguous": [[0, 3], [1, 4], [2, 5]], "same_dtype_is_input": True}, (mode, r)
 
 
 def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_losses():

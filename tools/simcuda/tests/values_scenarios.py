@@ -103,9 +103,36 @@ def scenario_sampling_is_valid_and_seeded():
         return torch.multinomial(probs, 4).cpu(), torch.randint(0, 1000, (256,), device="cuda").cpu()
 
     (m1, r1), (m2, r2) = draws(), draws()
+    # An explicit CUDA generator (vLLM's sampler: probs / Exponential draws, then argmax).
+    g = torch.Generator(device="cuda").manual_seed(5)
+    e1, e2 = (torch.empty(512, device="cuda").exponential_(generator=g).cpu() for _ in range(2))
+    g.manual_seed(5)
+    e3 = torch.empty(512, device="cuda").exponential_(generator=g).cpu()
     return {"in_range": bool(((m1 >= 0) & (m1 < 1000)).all() and ((r1 >= 0) & (r1 < 1000)).all()),
             "reproducible": bool(torch.equal(m1, m2) and torch.equal(r1, r2)),
-            "distinct_values": int(r1.unique().numel())}
+            "distinct_values": int(r1.unique().numel()),
+            "generator_draws_positive": bool((e1 > 0).all()), "generator_draws_differ": not torch.equal(e1, e2),
+            "generator_reseed_repeats": bool(torch.equal(e1, e3))}
+
+
+def scenario_maybe_aliasing_ops_that_copy_are_computed():
+    """`to`, `reshape` and `contiguous` may return their input; when they make a new tensor its values
+    are computed. Under inference mode PyTorch dispatches `aten.to.dtype` itself (vLLM's sampler casts
+    its token ids to int32 so)."""
+    import torch
+
+    def casts():
+        ids = torch.zeros(2, 64, device="cuda")
+        ids[0, 4] = 1
+        ids = ids.argmax(dim=-1)
+        t = torch.arange(6, device="cuda").view(2, 3).t()
+        return {"to_int32": ids.to(torch.int32).tolist(), "to_float": ids.to(torch.float32).tolist(),
+                "reshape": t.reshape(-1).tolist(), "contiguous": t.contiguous().tolist(),
+                "same_dtype_is_input": ids.to(torch.int64) is ids}
+
+    with torch.inference_mode():
+        inference = casts()
+    return {"inference": inference, "grad": casts()}
 
 
 def tiny_gpt2(eos_bias=None, token_bias=None, n_layer=2):

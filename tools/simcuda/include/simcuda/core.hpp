@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace simcuda {
 
@@ -80,7 +79,7 @@ inline constexpr value_level default_value_level = value_level::observable;
 const char* value_level_name(value_level level) noexcept;
 
 struct config {
-  int device_count = 1;  ///< GPUs in the machine (SIMCUDA_GPU count)
+  int device_count = 1;
   gpu_spec gpu;
   event_mode events = event_mode::at_record;
   std::uint64_t deferred_ticks = 8;
@@ -97,11 +96,6 @@ const config& current_config();
 
 /// Parses a SIMCUDA_GPU string; on failure returns nullopt and sets `error`.
 std::optional<config> parse_config(const std::string& text, std::string& error);
-
-/// The GPUs a CUDA_VISIBLE_DEVICES value shows, by machine index, as the driver reads it: entries
-/// separated by commas, each an index or a UUID ("GPU-..."; a unique prefix is enough); the list
-/// ends at the first entry that names no GPU of the machine or one already listed. "" shows none.
-std::vector<int> parse_visible_devices(const std::string& text, int machine_count);
 
 // ---------------------------------------------------------------------------------------------
 // Errors and counters
@@ -149,18 +143,20 @@ void count_function_registered() noexcept;
 // Devices
 // ---------------------------------------------------------------------------------------------
 
-/// The GPUs this process sees (CUDA_VISIBLE_DEVICES applied); ordinals are 0..device_count()-1.
+/// GPUs this process sees (CUDA_VISIBLE_DEVICES of the machine's; src/core/visible_devices.cpp).
+/// Every `device` below is a CUDA ordinal of this process.
 int device_count() noexcept;
 bool valid_device(int device) noexcept;
-/// The GPUs of the machine, visible or not (what NVML enumerates).
+/// GPUs of the simulated machine (SIMCUDA_GPU count): what NVML lists.
 int machine_device_count() noexcept;
-/// The machine index of ordinal `device`: what names it outside this process (UUID, PCI bus id,
-/// NCCL's duplicate check).
-int machine_device(int device) noexcept;
-/// "GPU-xxxxxxxx-..." UUID of the machine's GPU `machine_index` (the bytes of cudaDeviceProp::uuid).
-std::string gpu_uuid_text(int machine_index);
-/// cudaDeviceProp::uuid byte i of the machine's GPU `machine_index`.
-unsigned char gpu_uuid_byte(int machine_index, int i) noexcept;
+/// The machine GPU behind a valid ordinal: its identity across processes (UUID, PCI bus id).
+int machine_device(int ordinal) noexcept;
+/// The ordinal of a machine GPU in this process, or -1 where CUDA_VISIBLE_DEVICES hides it.
+int ordinal_of_machine_device(int machine) noexcept;
+/// A machine GPU's UUID, as cudaDeviceProp::uuid and cuDeviceGetUuid give it, and as text
+/// ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and CUDA_VISIBLE_DEVICES write it).
+void device_uuid(int machine, unsigned char bytes[16]) noexcept;
+std::string device_uuid_text(int machine);
 /// The calling thread's current device (cudaSetDevice), 0 until set.
 int current_device() noexcept;
 void set_current_device(int device) noexcept;
@@ -171,8 +167,8 @@ void mark_device_active(int device) noexcept;
 /// A device attribute by its CUdevice_attribute / cudaDeviceAttr number (the two enums agree).
 /// False for an attribute the simulator does not model (the caller fails loudly).
 bool device_attribute(int attribute, int device, int* value) noexcept;
-/// "0000:01:00.0"-style PCI bus id of the machine's GPU `machine_index` (domain 0, bus 1 + index).
-std::string pci_bus_id(int machine_index);
+/// "0000:01:00.0"-style PCI bus id of a machine GPU (domain 0, bus 1 + its machine index).
+std::string pci_bus_id(int machine);
 
 // ---------------------------------------------------------------------------------------------
 // Memory

@@ -35,7 +35,8 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
   the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
   is also computed here, reads them).
 - Randomness: CPU draws, seeded by torch.manual_seed like every CPU draw: valid (a token id is in
-  range) and reproducible, not the GPU's bit pattern.
+  range) and reproducible, not the GPU's bit pattern. An operation given a CUDA generator draws
+  from a CPU generator seeded with that generator's state.
 
 Levels:
 - exact: every operation above is computed.
@@ -94,6 +95,7 @@ Limitations:
 
 import atexit
 import ctypes
+import hashlib
 import sys
 
 from . import introspect
@@ -178,9 +180,20 @@ def _make_mode(torch, level):
 
     alias = cpu_alias
 
+    # A CUDA generator an operation is given (vLLM's per-request samplers, a seeded dropout) draws on
+    # the CPU from a generator seeded with that generator's state (its seed and Philox offset, which
+    # the CUDA operation's host side has just advanced): each draw differs, and re-seeding the CUDA
+    # generator repeats its draws, as on a GPU (with other numbers).
+    def cpu_generator(g):
+        state = g.get_state().numpy().tobytes()
+        seed = int.from_bytes(hashlib.blake2b(state, digest_size=8).digest(), "little") >> 1
+        return torch.Generator().manual_seed(seed)
+
     def to_cpu(x):
         if is_cuda(x):
             return alias(x)
+        if isinstance(x, torch.Generator) and x.device.type == "cuda":
+            return cpu_generator(x)
         if isinstance(x, torch.device) and x.type == "cuda":
             return torch.device("cpu")
         return x
@@ -198,6 +211,14 @@ def _make_mode(torch, level):
 
     def is_view(func):
         return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+    def fresh(out, inputs):
+        """Whether an operation whose schema lets its output alias an input (`to`, `reshape`,
+        `contiguous`; PyTorch dispatches `aten.to.dtype` itself under inference mode) made a new
+        tensor after all: then its kernel wrote it, and it is computed like any other output."""
+        storages = {x.untyped_storage().data_ptr() for x in inputs if is_cuda(x)}
+        outs = [o for o in tree_flatten(out)[0] if is_cuda(o)]
+        return any(o.untyped_storage().data_ptr() not in storages for o in outs)
 
     def writes_argument(func):
         return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
@@ -267,7 +288,7 @@ def _make_mode(torch, level):
                 return self._on_cpu_first(func, args, kwargs)
             out = func(*args, **kwargs)
             name = func._schema.name.split("::")[-1]
-            if is_view(func) or func in uninitialized or name in metadata_only:
+            if (is_view(func) and not fresh(out, flat)) or func in uninitialized or name in metadata_only:
                 return out
             if observable and name in _HEAVY:
                 stand_in(func, args, kwargs, out)

@@ -101,9 +101,9 @@ bool device_attribute(int attribute, int device, int* value) noexcept {
   return true;
 }
 
-std::string pci_bus_id(int machine_index) {
+std::string pci_bus_id(int machine) {
   char text[32];
-  std::snprintf(text, sizeof text, "0000:%02x:00.0", 1 + machine_index);
+  std::snprintf(text, sizeof text, "0000:%02x:00.0", 1 + machine);
   return text;
 }
 

@@ -28,8 +28,7 @@ extern "C" {
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return result(cudaErrorInvalidValue);
   *count = device_count();
-  // As the driver: CUDA_VISIBLE_DEVICES that shows no GPU is "no CUDA-capable device".
-  return *count > 0 ? cudaSuccess : result(cudaErrorNoDevice);
+  return *count == 0 ? result(cudaErrorNoDevice) : cudaSuccess;  // CUDA_VISIBLE_DEVICES="" or none that exists
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -75,7 +74,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   const gpu_spec& g = current_config().gpu;
   std::memset(prop, 0, sizeof *prop);
   std::snprintf(prop->name, sizeof prop->name, "%s", g.name.c_str());
-  for (int i = 0; i < 16; ++i) prop->uuid.bytes[i] = static_cast<char>(gpu_uuid_byte(machine_device(device), i));
+  device_uuid(machine_device(device), reinterpret_cast<unsigned char*>(prop->uuid.bytes));
   prop->totalGlobalMem = g.memory_bytes;
   prop->sharedMemPerBlock = g.shared_memory_per_block_bytes;
   prop->regsPerBlock = g.regs_per_block;
@@ -98,7 +97,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->canMapHostMemory = 1;
   prop->concurrentKernels = 1;
   prop->ECCEnabled = 1;
-  prop->pciBusID = 1 + device;
+  prop->pciBusID = 1 + machine_device(device);
   prop->asyncEngineCount = 3;
   prop->unifiedAddressing = 1;
   prop->memoryBusWidth = g.memory_bus_width_bits;

@@ -129,6 +129,12 @@ cudaError_t cudaMallocManaged(void**, size_t, unsigned int) {
   return not_supported("cudaMallocManaged", "managed (unified) memory is not simulated");
 }
 
+// Not imported by torch; bitsandbytes' CUDA 13 library links it (its paged optimizers prefetch
+// managed memory), so the library cannot load without it.
+cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int, cudaStream_t) {
+  return not_supported("cudaMemPrefetchAsync", "managed (unified) memory is not simulated: there is none to prefetch");
+}
+
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* pointer) {
   if (handle == nullptr) return result(cudaErrorInvalidValue);
   ipc_descriptor d;

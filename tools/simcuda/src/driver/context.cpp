@@ -125,7 +125,7 @@ CUresult cuDeviceTotalMem(size_t* bytes, CUdevice device) {  // cuDeviceTotalMem
 CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
-  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(gpu_uuid_byte(machine_device(device), i));
+  device_uuid(machine_device(device), reinterpret_cast<unsigned char*>(uuid->bytes));
   return CUDA_SUCCESS;
 }
 

@@ -62,15 +62,14 @@ ncclResult_t create_communicator(const std::string& name, int nranks, int rank, 
   comm->device = current_device();
   comm->blocking = blocking;
   mark_device_active(comm->device);
-  // The ranks' GPUs by machine index: two processes that each see one GPU as device 0
-  // (CUDA_VISIBLE_DEVICES) are on different GPUs.
-  const int machine_index = machine_device(comm->device);
-  if (ncclResult_t r = comm->shared.join(name, nranks, rank, machine_index, function); r != ncclSuccess) return r;
+  // The ranks' GPUs are the machine's (each rank's ordinal may be 0 under CUDA_VISIBLE_DEVICES).
+  const int gpu = machine_device(comm->device);
+  if (ncclResult_t r = comm->shared.join(name, nranks, rank, gpu, function); r != ncclSuccess) return r;
   // NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
   for (int r = 0; r < nranks; ++r)
-    if (r != rank && comm->shared.header().device[r] == machine_index)
+    if (r != rank && comm->shared.header().device[r] == gpu)
       return fail(ncclInvalidUsage, function, "duplicate GPU detected: rank %d and rank %d both use GPU %d", rank, r,
-                  machine_index);
+                  gpu);
   comm->memory = std::make_unique<comm_memory>(comm->device, nranks);
   if (!sizing().runtime_connect && !comm->memory->connect_ring())
     return fail(ncclUnhandledCudaError, function, "out of memory on device %d for the connection buffers",

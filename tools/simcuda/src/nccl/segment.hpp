@@ -44,7 +44,8 @@ class segment {
   segment& operator=(const segment&) = delete;
   ~segment();
 
-  /// Creates or opens the object `name`, sized for `nranks`, and joins it as `rank` on `device`:
+  /// Creates or opens the object `name`, sized for `nranks`, and joins it as `rank` on `device` (the
+  /// machine GPU, which CUDA_VISIBLE_DEVICES does not renumber):
   /// waits until every rank has joined, then removes the name (the mappings keep the memory).
   ncclResult_t join(const std::string& name, int nranks, int rank, int device, const char* function);
 

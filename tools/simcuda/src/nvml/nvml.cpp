@@ -41,22 +41,18 @@ nvml_device* device_handle(int index) {
   return &g_devices[index];
 }
 
-bool machine_index_valid(int index) { return index >= 0 && index < simcuda::machine_device_count(); }
-
-/// A handle's GPU, by machine index: NVML enumerates the machine's GPUs whatever
-/// CUDA_VISIBLE_DEVICES says, as the real library does.
 int index_of(void* handle) {
   auto* d = static_cast<nvml_device*>(handle);
-  if (d < &g_devices[0] || d >= &g_devices[16] || !machine_index_valid(d->index)) return -1;
+  if (d < &g_devices[0] || d >= &g_devices[16] || d->index >= simcuda::machine_device_count()) return -1;
   return d->index;
 }
 
-/// The bytes this process holds on the machine's GPU `index` (0 when it does not see that GPU).
-std::size_t held_bytes(int index) {
-  for (int ordinal = 0; ordinal < simcuda::device_count(); ++ordinal) {
-    if (simcuda::machine_device(ordinal) == index) return simcuda::mapped_bytes(ordinal);
-  }
-  return 0;
+std::string uuid_text(int device) { return simcuda::device_uuid_text(device); }
+
+/// This process's device memory on a machine GPU (none where CUDA_VISIBLE_DEVICES hides it).
+std::size_t process_bytes(int device) {
+  const int ordinal = simcuda::ordinal_of_machine_device(device);
+  return ordinal < 0 ? 0 : simcuda::mapped_bytes(ordinal);
 }
 
 /// nvmlMemory_t
@@ -131,7 +127,7 @@ nvml_return nvmlDeviceGetCount_v2(unsigned int* count) {
 }
 
 nvml_return nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
-  if (device == nullptr || !machine_index_valid(static_cast<int>(index))) return nvml_error_invalid_argument;
+  if (device == nullptr || static_cast<int>(index) >= simcuda::machine_device_count()) return nvml_error_invalid_argument;
   *device = device_handle(static_cast<int>(index));
   return nvml_success;
 }
@@ -152,7 +148,7 @@ nvml_return nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, void** device) 
 nvml_return nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
   if (uuid == nullptr || device == nullptr) return nvml_error_invalid_argument;
   for (int i = 0; i < simcuda::machine_device_count(); ++i) {
-    if (simcuda::gpu_uuid_text(i) == uuid) {
+    if (uuid_text(i) == uuid) {
       *device = device_handle(i);
       return nvml_success;
     }
@@ -163,7 +159,7 @@ nvml_return nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
 nvml_return nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   int i = index_of(device);
   if (i < 0 || uuid == nullptr) return nvml_error_invalid_argument;
-  std::string text = simcuda::gpu_uuid_text(i);
+  std::string text = uuid_text(i);
   if (length < text.size() + 1) return nvml_error_insufficient_size;
   std::memcpy(uuid, text.c_str(), text.size() + 1);
   return nvml_success;
@@ -195,7 +191,7 @@ nvml_return nvmlDeviceGetMemoryInfo(void* device, nvml_memory* memory) {
   int i = index_of(device);
   if (i < 0 || memory == nullptr) return nvml_error_invalid_argument;
   const std::size_t total = simcuda::current_config().gpu.memory_bytes;
-  const std::size_t used = held_bytes(i);
+  const std::size_t used = process_bytes(i);
   memory->total = total;
   memory->used = used;
   memory->free = total - used;
@@ -205,7 +201,7 @@ nvml_return nvmlDeviceGetMemoryInfo(void* device, nvml_memory* memory) {
 nvml_return nvmlDeviceGetComputeRunningProcesses(void* device, unsigned int* count, nvml_process_info_v1* infos) {
   int i = index_of(device);
   if (i < 0 || count == nullptr) return nvml_error_invalid_argument;
-  const std::size_t used = held_bytes(i);
+  const std::size_t used = process_bytes(i);
   const unsigned needed = used > 0 ? 1 : 0;
   if (*count < needed || (needed && infos == nullptr)) {
     *count = needed;
