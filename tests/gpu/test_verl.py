@@ -3,7 +3,7 @@ simulated GPUs and a local Ray cluster, unmodified, under PyTorch's allocator an
 (verl_ppo_job.py starts it: a tiny random Llama, a local parquet dataset, 2 training steps).
 
 verl's `vllm` extra pins torch 2.11 and vLLM 0.24, so it lives in its own venv, named by
-PHASEALLOC_VERL_VENV (`tools/dev.sh frameworks` makes ~/.cache/phasealloc/venv-verl0.9.1, builds the
+PHASEALLOC_VERL_VENV (`tools/dev.sh verl` makes ~/.cache/phasealloc/venv-verl0.9.1, builds the
 bridge against its torch and runs this file); the bridge is PHASEALLOC_VERL_LIBRARY (default
 build*/torch-2.11.0/interpose/libphasealloc_torch.so). Skips with the reason when either is missing.
 Too long and too memory-hungry for CI on a 2-core machine (a dozen Ray workers with torch loaded):
@@ -84,9 +84,9 @@ if pytest is not None and __name__ != "__main__":
     @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
     def test_verl_grpo_steps(native, tmp_path):
         if verl_python() is None:
-            pytest.skip("PHASEALLOC_VERL_VENV names no verl venv (tools/dev.sh frameworks makes one and runs this)")
+            pytest.skip("PHASEALLOC_VERL_VENV names no verl venv (tools/dev.sh verl makes one and runs this)")
         if not native and verl_bridge() is None:
-            pytest.skip("no c10 bridge built against torch %s (tools/dev.sh frameworks builds it)" % VERL_TORCH)
+            pytest.skip("no c10 bridge built against torch %s (tools/dev.sh verl builds it)" % VERL_TORCH)
         log = run_verl(native, tmp_path)
         steps = {int(s) for s in re.findall(r"step:(\d+) - ", log)}
         assert set(range(1, STEPS + 1)) <= steps, log[-6000:]
