@@ -311,12 +311,7 @@ openrlhf_env() {
     fi
     cp "$req" "$stamp"
   fi
-  local version torch_dir
-  version=$(grep -m1 '^torch==' "$req" | cut -d= -f3)
-  torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
-  log "openrlhf: the bridge built against torch $version ($build_dir/torch-$version)"
-  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
-    -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+  venv_bridge openrlhf "$venv"
 }
 
 openrlhf_test() {

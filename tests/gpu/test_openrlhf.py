@@ -23,7 +23,6 @@ takes 5 to 8 GiB of host memory (nine Python processes with torch, vLLM and Deep
 memory monitor kills a worker when the machine passes 95%).
 """
 
-import glob
 import os
 import signal
 import subprocess
@@ -31,7 +30,7 @@ import tempfile
 import time
 
 from openrlhf_grpo import command as job_command
-from torch_harness import REPO, find_simulator, launcher, on_simulator
+from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
 try:
     import pytest
@@ -47,20 +46,11 @@ ROLES = {"PolicyModelActor": 2, "ReferenceModelActor": 2, "EngineCore": 2}
 
 
 def openrlhf_python():
-    venv = os.environ.get("PHASEALLOC_OPENRLHF_VENV")
-    if not venv:
-        return None
-    python = os.path.join(venv, "bin", "python")
-    found = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", "openrlhf"))
-    return python if os.path.exists(python) and found else None
+    return find_venv_python("PHASEALLOC_OPENRLHF_VENV", "openrlhf")
 
 
 def openrlhf_bridge():
-    env = os.environ.get("PHASEALLOC_OPENRLHF_LIBRARY")
-    if env:
-        return env if os.path.exists(env) else None
-    found = glob.glob(os.path.join(REPO, "build*", "torch-" + OPENRLHF_TORCH, "interpose", "libphasealloc_torch.so"))
-    return max(found, key=os.path.getmtime) if found else None
+    return find_release_bridge("PHASEALLOC_OPENRLHF_LIBRARY", OPENRLHF_TORCH)
 
 
 def role(pid):

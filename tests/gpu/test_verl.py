@@ -14,14 +14,13 @@ trace:rank%r.role%R.pid%p.patrace): the FSDP workers and the vLLM engines' worke
 so each of them ran with phasealloc as its allocator.
 """
 
-import glob
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 
-from torch_harness import REPO, find_simulator, launcher, on_simulator
+from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
 try:
     import pytest
@@ -34,20 +33,11 @@ STEPS = 2
 
 
 def verl_python():
-    venv = os.environ.get("PHASEALLOC_VERL_VENV")
-    if not venv:
-        return None
-    python = os.path.join(venv, "bin", "python")
-    return python if os.path.exists(python) and glob.glob(
-        os.path.join(venv, "lib", "python3*", "site-packages", "verl")) else None
+    return find_venv_python("PHASEALLOC_VERL_VENV", "verl")
 
 
 def verl_bridge():
-    env = os.environ.get("PHASEALLOC_VERL_LIBRARY")
-    if env:
-        return env if os.path.exists(env) else None
-    found = glob.glob(os.path.join(REPO, "build*", "torch-" + VERL_TORCH, "interpose", "libphasealloc_torch.so"))
-    return max(found, key=os.path.getmtime) if found else None
+    return find_release_bridge("PHASEALLOC_VERL_LIBRARY", VERL_TORCH)
 
 
 def run_verl(native, work):

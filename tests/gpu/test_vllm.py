@@ -10,12 +10,11 @@ build*/torch-2.14.0/interpose/libphasealloc_torch.so, which `tools/dev.sh vllm` 
 the reason when either is missing.
 """
 
-import glob
 import json
 import os
 import subprocess
 
-from torch_harness import REPO, find_simulator, launcher, on_simulator
+from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
 try:
     import pytest
@@ -29,20 +28,11 @@ VLLM_TORCH = "2.14.0"
 
 
 def vllm_python():
-    venv = os.environ.get("PHASEALLOC_VLLM_VENV")  # named explicitly: `tools/dev.sh vllm` runs this file
-    if not venv:
-        return None
-    python = os.path.join(venv, "bin", "python")
-    return python if os.path.exists(os.path.join(venv, "bin", "python")) and glob.glob(
-        os.path.join(venv, "lib", "python3*", "site-packages", "vllm")) else None
+    return find_venv_python("PHASEALLOC_VLLM_VENV", "vllm")
 
 
 def vllm_bridge():
-    env = os.environ.get("PHASEALLOC_VLLM_LIBRARY")
-    if env:
-        return env if os.path.exists(env) else None
-    found = glob.glob(os.path.join(REPO, "build*", "torch-" + VLLM_TORCH, "interpose", "libphasealloc_torch.so"))
-    return max(found, key=os.path.getmtime) if found else None
+    return find_release_bridge("PHASEALLOC_VLLM_LIBRARY", VLLM_TORCH)
 
 
 # The environment of a vLLM child on the simulated GPU: the engine core in this process (its GPU is

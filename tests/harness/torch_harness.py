@@ -72,6 +72,26 @@ def find_library():
     return _newest(os.path.join("build*", "interpose", "libphasealloc_torch.so"))
 
 
+def find_venv_python(variable, package):
+    """The interpreter of the venv named by environment variable `variable` (a framework's own venv,
+    made by a tools/dev.sh target that names it) when `package` is installed there, or None."""
+    venv = os.environ.get(variable)
+    if not venv:
+        return None
+    python = os.path.join(venv, "bin", "python")
+    found = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages", package))
+    return python if os.path.exists(python) and found else None
+
+
+def find_release_bridge(variable, torch_version):
+    """libphasealloc_torch.so built against torch `torch_version` (build*/torch-X.Y.Z, as tools/dev.sh
+    builds it for a framework's venv), or the one environment variable `variable` names; or None."""
+    env = os.environ.get(variable)
+    if env:
+        return env if os.path.exists(env) else None
+    return _newest(os.path.join("build*", "torch-" + torch_version, "interpose", "libphasealloc_torch.so"))
+
+
 def find_cli():
     """The phasealloc CLI of the build the simulator comes from; skips the test when there is none."""
     import pytest
