@@ -60,7 +60,8 @@ def run_verl(native, work):
         command.append("--native")
     command += ["--", verl_python(), os.path.join(HERE, "verl_ppo_job.py"), str(work), str(STEPS)]
     try:
-        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+        # In the work folder: verl's Hydra writes its outputs/ folder into the working directory.
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, cwd=str(work))
     finally:
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-8000:]
