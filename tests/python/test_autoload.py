@@ -100,6 +100,28 @@ def test_launcher_without_install_in_the_process_and_its_children(lib):
                                 "CHILD_ENABLED": "True"}
 
 
+def test_launcher_library_given_relative_reaches_a_child_in_another_folder(lib, tmp_path):
+    """Ray starts its workers in its own session folder: a relative --library (or PHASEALLOC_LIBRARY)
+    must name the same file there, so the launcher makes it absolute against where it was started."""
+    env = subprocess_env(conf=None, fakes=True)
+    env["PYTHONPATH"] = FAKES_DIR
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = PROBE + (
+        "import os, subprocess, sys\n"
+        "out = subprocess.run([sys.executable, '-c', %r], capture_output=True, text=True, cwd=%r)\n"
+        "print(out.stdout.replace('SWAPPED', 'CHILD_SWAPPED').replace('ENABLED', 'CHILD_ENABLED'), end='')\n"
+        "print('LIBRARY', os.environ['PHASEALLOC_LIBRARY'])\n"
+        "sys.stderr.write(out.stderr)\n" % (PROBE, str(elsewhere)))
+    start = os.path.dirname(LIBRARY)
+    out = subprocess.run([LAUNCHER, "--conf", MODEL_DEVICE, "--library", os.path.basename(LIBRARY), "--",
+                          sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=start)
+    assert out.returncode == 0, out.stderr
+    lines = probe_lines(out)
+    assert lines["LIBRARY"] == LIBRARY, lines
+    assert lines["CHILD_SWAPPED"] == "True" and lines["CHILD_ENABLED"] == "True", (lines, out.stderr)
+
+
 def test_launcher_trace_option_writes_one_file_per_process(lib, tmp_path):
     env = subprocess_env(conf=None, fakes=True)
     env["PYTHONPATH"] = FAKES_DIR
