@@ -88,7 +88,7 @@ def find_release_bridge(variable, torch_version):
     builds it for a framework's venv), or the one environment variable `variable` names; or None."""
     env = os.environ.get(variable)
     if env:
-        return env if os.path.exists(env) else None
+        return os.path.abspath(env) if os.path.exists(env) else None
     return _newest(os.path.join("build*", "torch-" + torch_version, "interpose", "libphasealloc_torch.so"))
 
 
