@@ -245,13 +245,19 @@ venv_bridge() {  # label, venv
     -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
 }
 
+# The checked-in surfaces (tools/simcuda/surface) of what a framework's venv installed are the
+# installed ones: tools/simcuda/tests/test_surface.py run by that venv's interpreter.
+venv_surfaces() {  # label, venv
+  log "$1: the checked-in surfaces of the venv's torch, vLLM, Triton and torchvision are the installed ones"
+  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
+    "$2/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+}
+
 vllm_test() {
   vllm_env
   local version
   version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
-  log "vllm: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are the installed ones"
-  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
-    "$vllm_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  venv_surfaces vllm "$vllm_venv_dir"
   log "vllm: tests/gpu/test_vllm.py, test_trl_colocate.py and test_vllm_ipc.py on the simulated GPU"
   PHASEALLOC_VLLM_VENV="$vllm_venv_dir" PHASEALLOC_VLLM_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
@@ -275,9 +281,7 @@ verl_test() {
   verl_env
   local version
   version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
-  log "verl: the checked-in surfaces of torch $version, vLLM, Triton and torchvision are verl's venv's"
-  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
-    "$verl_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  venv_surfaces verl "$verl_venv_dir"
   log "verl: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
   PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim SIMCUDA_REQUIRE=1 \
@@ -318,9 +322,7 @@ openrlhf_test() {
   openrlhf_env
   local version
   version=$(grep -m1 '^torch==' "$openrlhf_requirements" | cut -d= -f3)
-  log "openrlhf: the checked-in surfaces of torch $version, vLLM 0.29, Triton and torchvision are the installed ones"
-  PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" SIMCUDA_REQUIRE=1 \
-    "$openrlhf_venv_dir/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
+  venv_surfaces openrlhf "$openrlhf_venv_dir"
   log "openrlhf: tests/gpu/test_openrlhf.py (OpenRLHF's GRPO on 2 simulated GPUs and a local Ray cluster)"
   PHASEALLOC_OPENRLHF_VENV="$openrlhf_venv_dir" \
     PHASEALLOC_OPENRLHF_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
