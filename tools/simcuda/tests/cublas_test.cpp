@@ -79,11 +79,23 @@ TEST_F(simcuda_blas, AValidGemmIsOneSkippedLaunch) {
                                        b_, CUDA_R_32F, 16, 16 * 8, &zero_, c_, CUDA_R_32F, 32, 32 * 8, 2,
                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
-  EXPECT_EQ(launches(), before + 3);
+  // The same in cublasSgemmStridedBatched (what torch 2.11-2.14 call for a float bmm).
+  EXPECT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 32, 8, 16, &one_, static_cast<float*>(a_), 32,
+                                      32 * 16, static_cast<float*>(b_), 16, 16 * 8, &zero_, static_cast<float*>(c_), 32,
+                                      32 * 8, 2),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(launches(), before + 4);
+  // Batches strided past the end of C's allocation (checked at 2 MiB page granularity) are refused.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 32, 8, 16, &one_, static_cast<float*>(a_), 32,
+                                      0, static_cast<float*>(b_), 16, 0, &zero_, static_cast<float*>(c_), 32,
+                                      32 * 8, 3000),
+            CUBLAS_STATUS_EXECUTION_FAILED);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("operand C"), std::string::npos);
   // m == 0: nothing to do, nothing launched.
   EXPECT_EQ(cublasSgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, 0, 16, 32, &one_, nullptr, 1, nullptr, 32, &zero_, nullptr, 1),
             CUBLAS_STATUS_SUCCESS);
-  EXPECT_EQ(launches(), before + 3);
+  EXPECT_EQ(launches(), before + 4);
 }
 
 TEST_F(simcuda_blas, BadShapesAndOperandsAreRefused) {

@@ -109,6 +109,22 @@ def test_ops_that_may_alias_but_copy_are_computed(level):
                            "contiguous": [[0, 3], [1, 4], [2, 5]], "same_dtype_is_input": True}, (mode, r)
 
 
+@REAL_LEVELS
+def test_operations_on_tensor_subclasses_are_computed(level):
+    r = torch_harness.run(SCENARIOS, "subclass_operations_are_computed", env=level)
+    assert r["max_length"] == 5, r
+    assert r["padded"] == [[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]], r
+    assert r["jagged_sum"] == 42, r
+    assert r["parameter"] == [2.0, 4.0, 6.0], r
+    assert r["dtensor"] == [1.0, 4.0, 7.0, 10.0], r
+
+
+@REAL_LEVELS
+def test_threads_started_after_torch_compute_values(level):
+    r = torch_harness.run(SCENARIOS, "threads_compute_values", env=level)
+    assert r == {"thread": [15, 5], "pool": [15, 5], "main": [15, 5]}, r
+
+
 def test_trls_grpo_trainer_runs_three_steps_under_both_allocators_with_the_same_losses():
     native = torch_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT)
     ours = torch_harness.run(SCENARIOS, "trl_grpo_three_steps", env=DEFAULT, native=False)

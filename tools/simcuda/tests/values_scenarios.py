@@ -135,6 +135,65 @@ def scenario_maybe_aliasing_ops_that_copy_are_computed():
     return {"inference": inference, "grad": casts()}
 
 
+def scenario_subclass_operations_are_computed():
+    """Tensor subclasses with a dispatch of their own (nested jagged tensors, DTensor) run it with the
+    value mode still on, so the plain-tensor operations they make are computed: verl pads its
+    jagged micro-batches with `to_padded_tensor`, FSDP2 steps DTensor parameters. A subclass
+    without one (vLLM's parameter classes) is computed as a plain tensor."""
+    import os
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+    out = {}
+    jagged = torch.nested.nested_tensor([torch.arange(1, 4), torch.arange(1, 6)], layout=torch.jagged).to("cuda")
+    out["max_length"] = int(jagged.offsets().diff().max().item())
+    out["padded"] = torch.nested.to_padded_tensor(jagged, padding=0, output_size=(2, 5)).tolist()
+    out["jagged_sum"] = (jagged * 2).values().sum().item()
+
+    class plain_parameter(torch.nn.Parameter):  # no __torch_dispatch__ of its own
+        pass
+
+    weight = plain_parameter(torch.zeros(3, device="cuda"))
+    with torch.no_grad():
+        weight.copy_(torch.tensor([1.0, 2.0, 3.0], device="cuda"))
+    out["parameter"] = (weight * 2).tolist()
+
+    with tempfile.TemporaryDirectory() as folder:
+        dist.init_process_group("nccl", init_method="file://" + os.path.join(folder, "store"), rank=0, world_size=1)
+        try:
+            mesh = DeviceMesh("cuda", [0])
+            sharded = distribute_tensor(torch.arange(4.0, device="cuda"), mesh, [Shard(0)])
+            out["dtensor"] = (sharded * 3 + 1).to_local().tolist()
+        finally:
+            dist.destroy_process_group()
+    return out
+
+
+def scenario_threads_compute_values():
+    """Operations in threads started after `import torch` (a thread, a thread pool's workers: Ray runs an
+    async actor's methods in one) give real values too."""
+    import concurrent.futures
+    import threading
+
+    import torch
+
+    def work():
+        t = torch.arange(6, device="cuda")
+        return [int(t.sum().item()), t.nonzero().numel()]
+
+    got = {}
+    thread = threading.Thread(target=lambda: got.setdefault("thread", work()))
+    thread.start()
+    thread.join()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        got["pool"] = pool.submit(work).result()
+    got["main"] = work()
+    return got
+
+
 def tiny_gpt2(eos_bias=None, token_bias=None, n_layer=2):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

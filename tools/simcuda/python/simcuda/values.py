@@ -12,8 +12,13 @@ workspaces, streams and launches) stays what the wheel does.
 
 Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation.
 - An operation that touches no CUDA tensor, or only makes views, passes through; so do the
-  collectives (simcuda's NCCL computes them), operations on tensor subclasses (see Limitations),
-  and work captured into a CUDA graph.
+  collectives (simcuda's NCCL computes them), operations on the tensors of tracing (fake and
+  functional tensors, which have no memory), and work captured into a CUDA graph.
+- An operation on a tensor subclass with a dispatch of its own (nested jagged tensors, DTensor) is
+  handed to that dispatch with this mode still on (the mode answers NotImplemented), so the
+  operations on plain tensors it makes (a jagged tensor's values and offsets, a DTensor's local
+  shard) come back here and are computed. Subclasses without a dispatch of their own (vLLM's
+  parameter classes) are plain tensors here.
 - Otherwise the CUDA operation runs first, as the wheel runs it (its kernels are skipped); then the
   same operation runs on CPU *aliases* of its CUDA tensors: CPU tensors over the very bytes of the
   device memory (ctypes + torch.frombuffer + as_strided; no copy, no CUDA call). An in-place or
@@ -78,10 +83,6 @@ Limitations:
 - kernels that bypass the dispatcher are not computed here and get no stand-in: Triton kernels
   of torch.compile; NCCL's collectives are not computed here either, but simcuda's NCCL moves and
   reduces their bytes itself (at every level but off);
-- operations on tensor subclasses are not computed: DTensor's own arithmetic (FSDP2's and tensor
-  parallelism's sharded parameters, their optimizer step) runs its local operations inside this
-  mode's handler, where the mode is off, so their outputs keep what the memory held. What crosses
-  to plain tensors is computed: FSDP2's all-gather copy-in/out, `full_tensor()`, the collectives;
 - CUDA graphs: work captured into a graph is not computed, at capture (where a GPU does not run it
   either) or at its replays (which do not pass through the dispatcher); the copies and memsets of
   a replay are real, since simcuda performs them;
@@ -165,8 +166,19 @@ def _make_mode(torch, level):
 
     capturing = torch._C._cuda_isCurrentStreamCapturing  # captured work runs at replay, not now
 
-    def is_subclass(x):  # a tensor subclass (DTensor, ...): its dispatch runs here, with this mode off
-        return isinstance(x, torch.Tensor) and type(x) not in (torch.Tensor, torch.nn.Parameter)
+    disabled = torch._C._disabled_torch_dispatch_impl
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    tracing_tensors = (FakeTensor, FunctionalTensor)  # no memory; their modes trace, as without this one
+
+    def traced(x):
+        return isinstance(x, tracing_tensors)
+
+    def dispatches(x):
+        """Whether x is a tensor subclass with a __torch_dispatch__ of its own (DTensor, nested jagged
+        tensors, ...). Subclasses without one (vLLM's parameter classes) are plain tensors here."""
+        return isinstance(x, torch.Tensor) and type(x) not in (torch.Tensor, torch.nn.Parameter) and \
+            getattr(type(x), "__torch_dispatch__", disabled) is not disabled
 
     def is_cuda(x):
         return isinstance(x, torch.Tensor) and x.device.type == "cuda"
@@ -279,8 +291,15 @@ def _make_mode(torch, level):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             flat, _ = tree_flatten((args, kwargs))
+            if any(traced(x) for x in flat):
+                return func(*args, **kwargs)
+            if any(dispatches(x) for x in flat):
+                # The subclass's own dispatch runs next, with this mode still on: the operations on
+                # plain tensors it makes (a nested tensor's values and offsets, a DTensor's local
+                # shards) come back here and are computed.
+                return NotImplemented
             if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)) or capturing() or \
-                    func.namespace in _COMPUTED_BY_SIMCUDA or any(is_subclass(x) for x in flat) or faking():
+                    func.namespace in _COMPUTED_BY_SIMCUDA or faking():
                 return func(*args, **kwargs)
             if func in python_answer:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
@@ -422,8 +441,32 @@ def install(torch):
 
     _mode = _make_mode(torch, chosen)
     _push_mode(_mode)
+    _in_every_new_thread()
     atexit.register(_uninstall)  # no Python dispatch while the interpreter shuts down
     return chosen
+
+
+def _in_every_new_thread():
+    """PyTorch's dispatch-mode stack is per thread, and Python threads start with an empty one: the
+    mode is pushed at the start of every thread started after it was installed (Ray runs an async
+    actor's methods in a thread pool: verl's FSDP workers compute their log-probs there). Threads
+    PyTorch starts itself (autograd's device threads) inherit the caller's stack already."""
+    import threading
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode, _push_mode
+
+    start = threading.Thread._bootstrap_inner
+
+    def bootstrap_inner(thread):
+        if _mode is None:
+            return start(thread)
+        _push_mode(_mode)
+        try:
+            return start(thread)
+        finally:
+            if _get_current_dispatch_mode() is _mode:
+                _pop_mode()
+
+    threading.Thread._bootstrap_inner = bootstrap_inner
 
 
 def _uninstall():

@@ -98,6 +98,15 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   return gemm("cublasGemmStridedBatchedEx", handle, transa, transb, alpha, beta, g);
 }
 
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* a, int lda,
+                                         long long stride_a, const float* b, int ldb, long long stride_b,
+                                         const float* beta, float* c, int ldc, long long stride_c, int batch) {
+  gemm_shape g = shape(m, n, k, a, lda, b, ldb, c, ldc, 4, 4);
+  g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
+  return gemm("cublasSgemmStridedBatched", handle, transa, transb, alpha, beta, g);
+}
+
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                          int m, int n, int k, const double* alpha, const double* a, int lda,
                                          long long stride_a, const double* b, int ldb, long long stride_b,

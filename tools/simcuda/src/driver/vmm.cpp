@@ -41,6 +41,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const C
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return not_supported("cuMemCreate", "only device memory");
   if (!valid_device(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   const auto types = static_cast<unsigned>(prop->requestedHandleTypes);
+  if (types & static_cast<unsigned>(CU_MEM_HANDLE_TYPE_FABRIC))  // probed by PyTorch and NCCL, who fall back
+    return not_supported("cuMemCreate", "fabric handles (multi-node NVLink) are not emulated: only POSIX file "
+                                        "descriptor handles are shareable");
   if (types & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
     return not_supported("cuMemCreate", "only POSIX file descriptor handles are shareable");
   if (bytes == 0 || bytes % granularity_bytes != 0) return CUDA_ERROR_INVALID_VALUE;
