@@ -107,6 +107,7 @@ std::string engine_registry::begin_phase(std::string_view name) {
   std::lock_guard lock(mutex_);
   phase_stack_.emplace_back(name);
   for (device_slot* s : created()) s->eng->begin_phase(name);
+  checkpoint_traces_locked();
   return {};
 }
 
@@ -117,6 +118,7 @@ std::string engine_registry::end_phase() {
   }
   phase_stack_.pop_back();
   for (device_slot* s : created()) s->eng->end_phase();
+  checkpoint_traces_locked();
   return {};
 }
 
@@ -153,6 +155,7 @@ std::string engine_registry::set_phase(std::string_view name) {
     phase_stack_.back() = std::string(name);
   }
   for (device_slot* s : created()) s->eng->set_phase(name);
+  checkpoint_traces_locked();
   return {};
 }
 
@@ -206,6 +209,22 @@ std::string engine_registry::flush_traces() {
     if (!error.empty()) errors += (errors.empty() ? "" : "; ") + error;
   }
   return errors;
+}
+
+void engine_registry::checkpoint_traces_locked() {
+  if (trace_pattern_.empty() || checkpoint_failed_) return;
+  const auto start = std::chrono::steady_clock::now();
+  if (start < next_checkpoint_) return;
+  for (device_slot* s : created()) {
+    const std::string error = flush_trace(*s);
+    if (!error.empty()) {
+      checkpoint_failed_ = true;
+      report_error(error + " (at a phase transition; no more checkpoints, the file is written again at exit)");
+      return;
+    }
+  }
+  // The next checkpoint waits 99 times this one's duration: writing takes at most 1% of the time.
+  next_checkpoint_ = start + (std::chrono::steady_clock::now() - start) * 100;
 }
 
 void engine_registry::flush_traces_at_exit() {

@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -89,6 +90,8 @@ class engine_registry {
   static std::atomic<engine_registry*> instance_;  ///< Published once by make_instance().
   result<device_slot*, std::string> create_locked(int ordinal);
   void flush_traces_at_exit();
+  /// Writes the running traces at a phase transition when due (trace_control.hpp, Checkpoints).
+  void checkpoint_traces_locked();
 
   mutable std::mutex mutex_;
   std::array<std::atomic<device_slot*>, max_devices> slots_{};
@@ -105,6 +108,8 @@ class engine_registry {
 
   std::string trace_pattern_;  ///< Running trace ("" = none), guarded by mutex_.
   bool exit_flush_registered_ = false;
+  std::chrono::steady_clock::time_point next_checkpoint_{};  ///< Guarded by mutex_.
+  bool checkpoint_failed_ = false;                           ///< Reported once; no checkpoint after.
 };
 
 }  // namespace phasealloc::interpose

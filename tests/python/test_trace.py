@@ -113,3 +113,32 @@ print(os.getpid())
         assert out.returncode == 0, out.stderr
         names.append("rank0.role%s.pid%s.txt" % (role or "", out.stdout.strip()))
     assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+def test_a_process_killed_without_exit_handlers_leaves_its_trace_as_of_its_last_phase(lib, tmp_path):
+    """Ray ends a job's workers with SIGKILL: the trace checkpointed at phase transitions survives,
+    a whole file (the events up to the last transition), where the exit flush never runs."""
+    pattern = str(tmp_path / "killed.%p.txt")
+    # The sleeps let each checkpoint come due (one waits 99 times the last one's write, a few ms at most here).
+    code = CTYPES_PRELUDE + """
+import signal, time
+MIB = 1 << 20
+assert lib.phasealloc_phase_set(b"generation") == 0
+ptrs = [lib.phasealloc_try_malloc(MIB * (i + 1), 0, None) for i in range(4)]
+time.sleep(0.5)
+assert lib.phasealloc_phase_set(b"training") == 0
+lib.phasealloc_free(ptrs[0], MIB, 0, None)
+time.sleep(0.5)
+assert lib.phasealloc_phase_set(b"optimizer") == 0
+lib.phasealloc_try_malloc(7 * MIB, 0, None)  # after the last transition: not checkpointed
+print(os.getpid(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    out = run_python(code, conf="device:model,trace:[%s]" % pattern)
+    assert out.returncode == -9, out.stderr
+    files = os.listdir(tmp_path)
+    assert files == ["killed.%s.txt" % out.stdout.strip()], files  # no temporary file left either
+    lines, events = read_text_trace(tmp_path / files[0])
+    ops = [e[1] for e in events]
+    assert ops.count("alloc") == 4 and ops.count("free") == 1, ops
+    assert any('"optimizer"' in line for line in lines)
