@@ -7,6 +7,7 @@
 #include "phasealloc/trace/trace_file.hpp"
 #include "phasealloc/trace/trace_path.hpp"
 #include "interpose_config.hpp"
+#include "process_title.hpp"
 #include "phasealloc/trace/trace_recorder.hpp"
 
 namespace phasealloc::interpose {
@@ -58,7 +59,9 @@ void attach_trace(device_slot& slot, std::string_view pattern, std::string_view 
     recorder->on_event(r);
   }
   const auto& config = process_config();
-  slot.trace_path = trace_path_for(pattern, slot.ordinal, config ? std::string_view(config.value().role) : "");
+  std::string role = config ? config.value().role : std::string();
+  if (role.empty()) role = process_title_role();  // a Ray actor's or vLLM process's name
+  slot.trace_path = trace_path_for(pattern, slot.ordinal, role);
   slot.recorder = std::move(recorder);
   slot.observer.set_forward(slot.recorder.get());
   slot.eng->set_trace_sink(&slot.observer);  // barrier: later events see the recorder

@@ -27,8 +27,9 @@
 
 namespace phasealloc::interpose {
 
-/// The file of device `ordinal` for `pattern`: %d -> ordinal, %R -> the process's role ("" when it
-/// has none: PHASEALLOC_ROLE, interpose_config.hpp), then %p / %r / %% (trace_path.hpp). Without %d,
+/// The file of device `ordinal` for `pattern`: %d -> ordinal, %R -> `role` (attach_trace passes the
+/// configured role, interpose_config.hpp, else the process title's: process_title.hpp), then
+/// %p / %r / %% (trace_path.hpp). Without %d,
 /// ordinal N > 0 gets ".devN" before the extension.
 std::string trace_path_for(std::string_view pattern, int ordinal, std::string_view role);
 

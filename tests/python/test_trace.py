@@ -2,8 +2,10 @@
 
 import os
 import re
+import subprocess
+import sys
 
-from conftest import CTYPES_PRELUDE, DEVICES, last_error, run_python
+from conftest import CTYPES_PRELUDE, DEVICES, last_error, run_python, subprocess_env
 
 MIB = 1 << 20
 
@@ -112,7 +114,7 @@ print(os.getpid())
         out = run_python(code, conf="device:model,trace:[%s]" % pattern, extra=extra)
         assert out.returncode == 0, out.stderr
         names.append("rank0.role%s.pid%s.txt" % (role or "", out.stdout.strip()))
-    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    assert sorted(os.listdir(tmp_path)) == sorted(names), (os.listdir(tmp_path), names)
 
 
 def test_a_process_killed_without_exit_handlers_leaves_its_trace_as_of_its_last_phase(lib, tmp_path):
@@ -142,3 +144,32 @@ os.kill(os.getpid(), signal.SIGKILL)
     ops = [e[1] for e in events]
     assert ops.count("alloc") == 4 and ops.count("free") == 1, ops
     assert any('"optimizer"' in line for line in lines)
+
+
+def test_a_ray_or_vllm_process_title_names_the_role_when_none_is_set(lib, tmp_path):
+    """%R without a configured role is the name Ray or vLLM titled the process with (Ray writes
+    "ray::ACTOR.METHOD" over argv, as setproctitle does: done here through /proc/self/stat's argv
+    bounds); a configured role wins."""
+    pattern = str(tmp_path / "role%R.pid%p.txt")
+    code = CTYPES_PRELUDE + """
+title = sys.argv[1].encode() + b"\\0"
+with open("/proc/self/stat") as f:
+    fields = f.read().rsplit(")", 1)[1].split()
+arg_start, arg_end = int(fields[45]), int(fields[46])  # fields 48 and 49 of proc(5)
+assert len(title) <= arg_end - arg_start
+ctypes.memmove(arg_start, title, len(title))
+p = lib.phasealloc_try_malloc(1 << 20, 0, None)
+lib.phasealloc_free(p, 1 << 20, 0, None)
+print(os.getpid())
+"""
+    names = []
+    for title, role, expected in (("ray::WorkerDict.actor_rollout_compute_log_prob", None, "WorkerDict"),
+                                  ("VLLM::Worker", None, "Worker"), ("python", None, ""),
+                                  ("ray::WorkerDict.fit", "trainer", "trainer")):
+        extra = {"PHASEALLOC_ROLE": role} if role else {}
+        out = subprocess.run([sys.executable, "-c", code, title], env=subprocess_env("device:model,trace:[%s]" % pattern,
+                                                                                     False, extra),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        names.append("role%s.pid%s.txt" % (expected, out.stdout.strip()))
+    assert sorted(os.listdir(tmp_path)) == sorted(names), (os.listdir(tmp_path), names)
