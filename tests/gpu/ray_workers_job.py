@@ -4,6 +4,10 @@
     python ray_workers_job.py ADDRESS OUT.json [ROLE...]   joins a cluster started with `ray start`,
                                                             passing PHASEALLOC=1 (and PHASEALLOC_LIBRARY
                                                             when set) in the job's runtime_env
+    python ray_workers_job.py submitted OUT.json [ROLE...] the entrypoint of `ray job submit
+                                                            --runtime-env-json ...`: joins the cluster
+                                                            the job was submitted to, whose runtime_env
+                                                            the submission gave
 
 One actor per ROLE (default: trainer rollout), each with num_gpus=1 and, when ROLE is not "-", its
 own runtime_env {"env_vars": {"PHASEALLOC_ROLE": ROLE}}; each imports torch, allocates on its GPU and
@@ -45,6 +49,8 @@ def main():
     if where == "local":
         # A user with (simulated) GPUs that Ray does not detect tells it how many.
         ray.init(num_gpus=2, num_cpus=2, include_dashboard=False)
+    elif where == "submitted":
+        ray.init()  # the job's runtime_env (from `ray job submit`) applies to its actors
     else:
         # The README's recipe for a cluster started separately; a source tree also names its library
         # (an installed phasealloc has it in its package).

@@ -24,11 +24,10 @@ memory monitor kills a worker when the machine passes 95%).
 """
 
 import os
-import signal
 import subprocess
 import tempfile
-import time
 
+from job_processes import holder_counts, holders_without_phasealloc, run_watched
 from openrlhf_grpo import command as job_command
 from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
@@ -51,42 +50,6 @@ def openrlhf_python():
 
 def openrlhf_bridge():
     return find_release_bridge("PHASEALLOC_OPENRLHF_LIBRARY", OPENRLHF_TORCH)
-
-
-def role(pid):
-    """Ray's process title without the method ("PolicyModelActor"), "EngineCore", or None."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            title = f.read().split(b"\0")[0].decode(errors="replace")
-    except OSError:
-        return None
-    if title.startswith("VLLM::EngineCore"):
-        return "EngineCore"
-    if title.startswith("ray::"):
-        return title[len("ray::"):].split(".")[0].split(":")[0]
-    return None
-
-
-def observe(pid):
-    """(holds simulated device memory, phasealloc's bridge loaded), from the process's mappings."""
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            maps = f.read()
-    except OSError:
-        return None
-    return "/memfd:simcuda-gpu" in maps, "libphasealloc_c10.so" in maps
-
-
-def session_pids(sid):
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.getsid(int(entry)) == sid:
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
 
 
 def prepare(workdir, python):
@@ -112,39 +75,18 @@ def job_env(native=True):
 
 
 def run_job(workdir, native, stop_when_seen=False, timeout=900):
-    """Runs the job in its own session, watching its processes; returns (exit status or None when
-    stopped, output, {pid: (role, holds device memory, phasealloc loaded)})."""
-    python = openrlhf_python()
+    """Runs the job in its own session, watching its processes (job_processes.py); returns (exit
+    status or None when stopped, output, {pid: (role, holds device memory, phasealloc loaded)})."""
     command = launcher(SIM_MEMORY) + (["--native"] if native else [])
-    command += ["--"] + job_command(workdir, python)
-    log = open(os.path.join(workdir, "job-%s.log" % ("native" if native else "phasealloc")), "w+")
-    job = subprocess.Popen(command, env=job_env(native), stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                           start_new_session=True)
-    seen, deadline, stopped = {}, time.time() + timeout, False
-    try:
-        while job.poll() is None and time.time() < deadline:
-            for pid in session_pids(job.pid):
-                r, o = role(pid), observe(pid)
-                if r and o:
-                    held, loaded = seen.get(pid, (r, False, False))[1:]
-                    seen[pid] = (r, held or o[0], loaded or o[1])
-            if stop_when_seen and all(sum(1 for v in seen.values() if v[0] == name and v[1]) >= n
-                                      for name, n in ROLES.items()):
-                stopped = True
-                break
-            time.sleep(1)
-    finally:
-        # The whole session: Ray's workers and vLLM's engine cores outlive a driver that is stopped.
-        for pid in session_pids(job.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        job.wait()
-        log.seek(0)
-        output = log.read()
-        log.close()
-    return (None if stopped else job.returncode), output, seen
+    command += ["--"] + job_command(workdir, openrlhf_python())
+    log_path = os.path.join(workdir, "job-%s.log" % ("native" if native else "phasealloc"))
+
+    def all_roles_seen(seen):
+        counts = holder_counts(seen)
+        return all(counts.get(name, 0) >= n for name, n in ROLES.items())
+
+    return run_watched(command, job_env(native), workdir, log_path, timeout,
+                       stop_when=all_roles_seen if stop_when_seen else None)
 
 
 if pytest is not None and __name__ != "__main__":
@@ -163,10 +105,9 @@ if pytest is not None and __name__ != "__main__":
         if openrlhf_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh openrlhf builds it)" % OPENRLHF_TORCH)
         status, output, seen = run_job(workdir, native=False, stop_when_seen=True, timeout=600)
-        holders = {pid: v for pid, v in seen.items() if v[1]}
-        missing = sorted("%s (pid %d)" % (v[0], pid) for pid, v in holders.items() if not v[2])
+        missing = holders_without_phasealloc(seen)
         assert not missing, "processes that hold device memory without phasealloc: %s\n%s" % (missing, output[-6000:])
-        counts = {name: sum(1 for v in holders.values() if v[0] == name) for name in ROLES}
+        counts = {name: holder_counts(seen).get(name, 0) for name in ROLES}
         assert counts == ROLES, (counts, sorted(set(v[0] for v in seen.values())), status, output[-6000:])
 
     @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
@@ -177,10 +118,9 @@ if pytest is not None and __name__ != "__main__":
         assert status == 0, output[-8000:]
         assert "Global step 1:" in output and "Global step 2:" in output, output[-8000:]
         assert "invalid token id" not in output, output[-8000:]  # vLLM returned real token ids
-        holders = {pid: v for pid, v in seen.items() if v[1]}
-        assert set(ROLES) <= {v[0] for v in holders.values()}, seen
+        assert set(ROLES) <= set(holder_counts(seen)), seen
         if native:
             assert not any(v[2] for v in seen.values()), "phasealloc loaded in a --native job"
         else:
-            missing = sorted("%s (pid %d)" % (v[0], pid) for pid, v in holders.items() if not v[2])
+            missing = holders_without_phasealloc(seen)
             assert not missing, missing

@@ -6,7 +6,9 @@ their runtime_env. Two ways users start a cluster, both on 2 simulated GPUs that
 - ray.init() in a job started with phasealloc-run: the local cluster's raylet inherits the driver's
   environment, so every worker does;
 - `ray start --head` started separately (here on the simulated GPU, without phasealloc: --native),
-  and a job that passes PHASEALLOC=1 in its runtime_env (the README's recipe).
+  and a job that passes PHASEALLOC=1 in its runtime_env (the README's recipe); then the same cluster
+  runs the job again through `ray job submit --runtime-env-json '{"env_vars": {"PHASEALLOC": "1"}}'`
+  (the other README recipe: Ray's job server, the dashboard, sets the runtime_env).
 Each actor (num_gpus=1) imports torch, computes on its GPU and reports torch's allocator backend and
 phasealloc's effective configuration; the job (ray_workers_job.py) gives each actor PHASEALLOC_ROLE in
 its own runtime_env, and a PHASEALLOC_CONF with a roles section gives the rollout actor its own policy.
@@ -97,8 +99,10 @@ if pytest is not None and __name__ != "__main__":
     def test_a_separately_started_cluster_gets_phasealloc_from_the_runtime_env(needs_ray, tmp_path):
         env = ray_env()
         port = free_port()
+        dashboard_port = free_port()
         head_command = launcher() + ["--native", "--", RAY, "start", "--head", "--block", "--port=%d" % port,
-                                     "--num-gpus=2", "--num-cpus=2", "--include-dashboard=false",
+                                     "--num-gpus=2", "--num-cpus=2", "--include-dashboard=true",
+                                     "--dashboard-host=127.0.0.1", "--dashboard-port=%d" % dashboard_port,
                                      "--dashboard-agent-listen-port=%d" % free_port(), "--disable-usage-stats"]
         head_log = open(tmp_path / "head.log", "w")
         head = subprocess.Popen(head_command, env=env, stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -118,8 +122,23 @@ if pytest is not None and __name__ != "__main__":
                                  text=True, timeout=600)
             assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
             check_workers(out, ["trainer", "rollout"])
+
+            # `ray job submit`: the runtime_env comes with the submission, the entrypoint runs on the cluster.
+            env_vars = {"PHASEALLOC": "1"}
+            if env.get("PHASEALLOC_LIBRARY"):
+                env_vars["PHASEALLOC_LIBRARY"] = env["PHASEALLOC_LIBRARY"]
+            submitted = tmp_path / "submitted.json"
+            job = subprocess.run([RAY, "job", "submit", "--address", "http://127.0.0.1:%d" % dashboard_port,
+                                  "--runtime-env-json", json.dumps({"env_vars": env_vars}), "--",
+                                  sys.executable, JOB, "submitted", str(submitted)],
+                                 env=driver_env, capture_output=True, text=True, timeout=600)
+            assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-6000:]
+            check_workers(submitted, ["trainer", "rollout"])
         finally:
-            os.killpg(head.pid, signal.SIGTERM)  # the head and the processes it started: our session
+            try:
+                os.killpg(head.pid, signal.SIGTERM)  # the head and the processes it started: our session
+            except ProcessLookupError:  # the head has failed already (its log is in the assertion)
+                pass
             try:
                 head.wait(timeout=30)
             except subprocess.TimeoutExpired:

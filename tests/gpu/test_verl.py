@@ -6,20 +6,26 @@ verl's `vllm` extra pins torch 2.11 and vLLM 0.24, so it lives in its own venv, 
 PHASEALLOC_VERL_VENV (`tools/dev.sh verl` makes ~/.cache/phasealloc/venv-verl0.9.1, builds the
 bridge against its torch and runs this file); the bridge is PHASEALLOC_VERL_LIBRARY (default
 build*/torch-2.11.0/interpose/libphasealloc_torch.so). Skips with the reason when either is missing.
-Too long and too memory-hungry for CI on a 2-core machine (a dozen Ray workers with torch loaded):
-weekly, not in `tools/dev.sh test`.
+The whole job (test_verl_grpo_steps, both allocators, about 2.5 min each) is too long for CI on a
+2-core machine (a dozen Ray workers with torch loaded): `tools/dev.sh verl`, weekly. CI runs the
+smoke (test_workers_swap_in_phasealloc: the job under phasealloc until every worker holds device
+memory, about 80 s).
 
-Under phasealloc every process that allocates on a GPU writes its trace (PHASEALLOC_CONF
-trace:rank%r.role%R.pid%p.patrace): the FSDP workers and the vLLM engines' workers each have one,
-so each of them ran with phasealloc as its allocator.
+While the job runs, the test watches every process of its session (job_processes.py): the processes
+that hold simulated device memory are verl's two FSDP workers (Ray actor WorkerDict, one per GPU) and
+vLLM's two model workers (VLLM::Worker, one per rollout server). Under phasealloc each of them must
+have phasealloc's allocator loaded and leave its trace (PHASEALLOC_CONF
+trace:rank%r.role%R.pid%p.patrace; %R is the role the process title gives: WorkerDict, Worker), though
+Ray ends them with SIGKILL: phasealloc checkpoints traces at phase transitions. Under PyTorch's
+allocator none has phasealloc loaded.
 """
 
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 
+from job_processes import holder_counts, holders_without_phasealloc, run_watched
 from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
 try:
@@ -30,6 +36,8 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERL_TORCH = "2.11.0"
 STEPS = 2
+# The processes that hold device memory: verl's FSDP workers and vLLM's model workers, one per GPU each.
+ROLES = {"WorkerDict": 2, "Worker": 2}
 
 
 def verl_python():
@@ -40,7 +48,9 @@ def verl_bridge():
     return find_release_bridge("PHASEALLOC_VERL_LIBRARY", VERL_TORCH)
 
 
-def run_verl(native, work):
+def run_verl(native, work, stop_when=None):
+    """Runs the job (job_processes.run_watched); returns (exit status, or None when stop_when
+    stopped it, output, {pid: (role, held device memory, phasealloc loaded)})."""
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("PYTORCH_ALLOC_CONF", None)
@@ -53,6 +63,9 @@ def run_verl(native, work):
     env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1",
                VLLM_USE_FLASHINFER_SAMPLER="0")  # FlashInfer's sampler JIT-compiles with nvcc
     env["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="pa-ray-", dir="/tmp")  # Ray's socket paths stay short
+    # Ray's memory monitor kills a worker above 95% of the host's memory; the job's dozen Python
+    # processes with torch (two vLLM workers at 3 GB each) pass it on a 24 GiB machine.
+    env.setdefault("RAY_memory_usage_threshold", "0.99")
     command = launcher()
     if on_simulator():
         command = [command[0], "--sim-gpu=8GiB"] + command[2:]
@@ -61,27 +74,54 @@ def run_verl(native, work):
     command += ["--", verl_python(), os.path.join(HERE, "verl_ppo_job.py"), str(work), str(STEPS)]
     try:
         # In the work folder: verl's Hydra writes its outputs/ folder into the working directory.
-        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600, cwd=str(work))
+        return run_watched(command, env, str(work), os.path.join(str(work), "job.log"), timeout=1800,
+                           stop_when=stop_when)
     finally:
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-8000:]
-    return out.stdout + out.stderr
+
+
+def all_roles_hold_memory(seen):
+    counts = holder_counts(seen)
+    return all(counts.get(name, 0) >= n for name, n in ROLES.items())
 
 
 if pytest is not None and __name__ != "__main__":
     _REASON = "no GPU and no simulated GPU (build tools/simcuda)" if on_simulator() and not find_simulator() else None
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
-    @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
-    def test_verl_grpo_steps(native, tmp_path):
+    def need(native):
         if verl_python() is None:
             pytest.skip("PHASEALLOC_VERL_VENV names no verl venv (tools/dev.sh verl makes one and runs this)")
         if not native and verl_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh verl builds it)" % VERL_TORCH)
-        log = run_verl(native, tmp_path)
+
+    def test_workers_swap_in_phasealloc(tmp_path):
+        """The smoke (CI): the job runs until verl's FSDP workers and vLLM's model workers all hold
+        device memory, each with phasealloc loaded."""
+        need(False)
+        status, log, seen = run_verl(False, tmp_path, stop_when=all_roles_hold_memory)
+        missing = holders_without_phasealloc(seen)
+        assert not missing, "processes that held device memory without phasealloc: %s\n%s" % (missing, log[-6000:])
+        counts = holder_counts(seen)
+        assert {name: counts.get(name, 0) for name in ROLES} == ROLES, (counts, status, log[-6000:])
+
+    @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
+    def test_verl_grpo_steps(native, tmp_path):
+        need(native)
+        status, log, seen = run_verl(native, tmp_path)
+        assert status == 0, log[-12000:]
         steps = {int(s) for s in re.findall(r"step:(\d+) - ", log)}
         assert set(range(1, STEPS + 1)) <= steps, log[-6000:]
-        if not native:
-            assert "not enabled" not in log, log[-6000:]
-            traces = os.listdir(tmp_path / "traces")
-            assert len(traces) >= 2, traces  # at least the two FSDP workers, one per GPU
+        counts = holder_counts(seen)
+        assert {name: counts.get(name, 0) for name in ROLES} == ROLES, (counts, seen)
+        if native:
+            assert not any(v[2] for v in seen.values()), "phasealloc loaded in a --native job"
+            return
+        assert "not enabled" not in log, log[-6000:]
+        missing = holders_without_phasealloc(seen)
+        assert not missing, "processes that held device memory without phasealloc: %s" % missing
+        # Every device-memory holder left its trace, named by its role.
+        traces = sorted(os.listdir(tmp_path / "traces"))
+        holders = {pid: v[0] for pid, v in seen.items() if v[1]}
+        named = {int(re.search(r"\.pid(\d+)\.", t).group(1)): re.search(r"\.role([^.]*)\.", t).group(1) for t in traces}
+        assert {pid: named.get(pid) for pid in holders} == holders, (traces, holders)
