@@ -175,3 +175,27 @@ def test_a_ray_jobs_workers_are_named_by_rank_and_role(tmp_path, monkeypatch):
     for r in ranks:
         assert r["trace"] == "rank0.role%s.pid%d.patrace" % (r["role"], r["pid"]), r
         assert all(res["ooms"] == 0 and res["peak_reserved_bytes"] >= 4 * MIB for res in r["results"]), r
+
+
+def test_ray_actors_without_a_role_take_their_actor_name_and_their_pid_tells_them_apart(tmp_path, monkeypatch):
+    """The same job with no PHASEALLOC_ROLE on either actor (as frameworks run): each trace takes the role
+    Ray's process title gives (the actor class, GpuWorker), and the two workers, both rank 0 with one
+    role, are told apart by their pids in the per-rank table."""
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    if not os.path.exists(ray):
+        pytest.skip("Ray is not installed (tests/requirements.txt has it)")
+    temp = tempfile.mkdtemp(prefix="pa-ray-", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", temp)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    job = [os.path.join(REPO, "tests", "gpu", "ray_workers_job.py"), "local", str(tmp_path / "workers.json"), "-", "-"]
+    try:
+        out = dryrun(["--gpu", "8GiB", "--gpus", "2", "--html", "", "--trace-dir", str(tmp_path / "traces")], job)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    pids = sorted(w["pid"] for w in json.loads((tmp_path / "workers.json").read_text())["workers"])
+    traces = sorted(n for n in os.listdir(tmp_path / "traces") if n.endswith(".patrace"))
+    assert traces == ["rank0.roleGpuWorker.pid%d.patrace" % p for p in pids]
+    for pid in pids:
+        assert re.search(r"^0 GpuWorker pid %d \(GPU 0\) device total " % pid, out.stdout, re.M), out.stdout[-3000:]

@@ -32,6 +32,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -225,10 +229,17 @@ void run_dryrun(const dryrun_args& a) {
   nlohmann::json processes = nlohmann::json::array();
   std::vector<rank_replay> ranks;
   std::string text;
+  std::vector<rank_identity> identities(traces.size());
+  std::map<std::pair<std::optional<int>, std::string>, std::set<long long>> pids_by_name;
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    if (auto who = identity_from_trace_name(traces[i].filename().string())) identities[i] = *who;
+    pids_by_name[{identities[i].rank, identities[i].role}].insert(identities[i].pid);
+  }
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const trace& t = loaded_traces[i];
     rank_replay rank;
-    if (auto who = identity_from_trace_name(traces[i].filename().string())) rank.who = *who;
+    rank.who = identities[i];
+    rank.shares_name = pids_by_name[{rank.who.rank, rank.who.role}].size() > 1;
     rank.nccl_bytes = nccl_peak_bytes(dir.string(), rank.who.pid, rank.who.device);
     const std::size_t nccl = rank.nccl_bytes.value_or(0);
     if (nccl >= gpu_bytes) {

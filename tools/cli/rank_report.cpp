@@ -26,7 +26,8 @@ std::size_t device_total(const replay_result& r, const rank_replay& rank) {
 
 std::string rank_label(const rank_replay& r) {
   const std::string rank = r.who.rank ? std::to_string(*r.who.rank) : fmt::format("pid {}", r.who.pid);
-  return r.who.role.empty() ? rank : fmt::format("{} {}", rank, r.who.role);
+  const std::string named = r.who.role.empty() ? rank : fmt::format("{} {}", rank, r.who.role);
+  return r.shares_name && r.who.rank ? fmt::format("{} pid {}", named, r.who.pid) : named;
 }
 
 namespace {

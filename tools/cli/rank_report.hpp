@@ -35,7 +35,7 @@ namespace phasealloc::cli {
 /// What a trace file's name says about the process that wrote it.
 struct rank_identity {
   std::optional<int> rank;  ///< From RANK (else LOCAL_RANK) when the job set it.
-  std::string role;         ///< PHASEALLOC_ROLE of the process ("" = none): trainer, rollout, ...
+  std::string role;         ///< The process's role ("" = none): PHASEALLOC_ROLE, else its Ray or vLLM title
   long long pid = 0;
   int device = 0;
 };
@@ -55,11 +55,13 @@ std::optional<std::size_t> nccl_peak_bytes(const std::string& dir, long long pid
 /// One recorded process: who it was, NCCL's memory, and its replays.
 struct rank_replay {
   rank_identity who;
+  bool shares_name = false;  ///< Another process has the same rank and role: rank_label adds the pid.
   std::optional<std::size_t> nccl_bytes;
   replay_report report;  ///< Replayed at the GPU's capacity minus nccl_bytes.
 };
 
-/// "3", "3 rollout", or "pid 41234" (no rank): how tables and pages name a process.
+/// "3", "3 rollout", or "pid 41234" (no rank): how tables and pages name a process; "0 Worker pid
+/// 41234" when it shares its rank and role with another (a Ray job's actors without a rank).
 std::string rank_label(const rank_replay& r);
 
 /// The per-rank, per-phase table, the NCCL and device-total lines, and who runs out first.
