@@ -22,13 +22,17 @@
 #   tools/dev.sh verl    verl 0.9.1 (vLLM 0.24, torch 2.11) PPO on 2 simulated GPUs under both
 #                        allocators: its venv (PHASEALLOC_VERL_VENV, default
 #                        ~/.cache/phasealloc/venv-verl0.9.1, from tests/requirements-verl.txt) and
-#                        tests/gpu/test_verl.py; weekly, not part of `test`
+#                        tests/gpu/test_verl.py; weekly, not part of `test` (its smoke is)
 #   tools/dev.sh openrlhf  OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed, Ray) on 2 simulated
 #                        GPUs: its venv (PHASEALLOC_OPENRLHF_VENV, default
 #                        ~/.cache/phasealloc/venv-openrlhf0.11.2, from tests/requirements-openrlhf.txt),
 #                        the bridge built against its torch, and tests/gpu/test_openrlhf.py (about 6
-#                        minutes; needs 5 to 8 GiB of free host memory); not part of `test`
+#                        minutes; needs 5 to 8 GiB of free host memory); not part of `test` (its
+#                        smoke is)
 #   tools/dev.sh frameworks  both of the above, one after the other (weekly, not part of `test`)
+#   tools/dev.sh smoke   the frameworks' smoke: verl's and OpenRLHF's jobs under phasealloc until
+#                        every worker holds device memory, each with phasealloc loaded; part of
+#                        `test` unless SKIP_FRAMEWORKS=1
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
 # FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
@@ -125,6 +129,7 @@ build() {
 # interpose/c10/torch_features.cmake leaves out what that torch lacks), and the swap suite on the
 # release build's simulated GPU, whose stand-ins export every checked-in wheel surface.
 matrix_requirements=tests/requirements-swap.txt
+matrix_built=()  # the torch releases matrix built a bridge for in this run
 matrix() {
   local version venv stamp torch_dir failed=() release
   release=$(realpath -m "$build_dir")
@@ -143,6 +148,7 @@ matrix() {
     log "matrix: torch $version: the bridge built against it ($build_dir/torch-$version), the swap suite"
     configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
       -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
+    matrix_built+=("$version")
     PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
       PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
       "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py ||
@@ -180,6 +186,7 @@ test_all() {
   (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
   [ "${SKIP_MATRIX:-0}" = 1 ] || matrix
   [ "${SKIP_VLLM:-0}" = 1 ] || vllm_test
+  [ "${SKIP_FRAMEWORKS:-0}" = 1 ] || frameworks_smoke
 
   if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
     local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
@@ -268,7 +275,7 @@ vllm_test() {
 # verl 0.9.1 with its `vllm` extra (torch 2.11.0, vLLM 0.24.0) in its own venv, the bridge built
 # against that torch, and its PPO job on 2 simulated GPUs under both allocators
 # (tests/gpu/test_verl.py): too long for CI's budget on a 2-core machine, so a weekly-shaped target of
-# its own; CI runs the Ray activation smoke (tests/gpu/test_ray_workers.py) instead.
+# its own; CI runs its smoke (frameworks_smoke).
 verl_venv_dir=${PHASEALLOC_VERL_VENV:-$HOME/.cache/phasealloc/venv-verl0.9.1}
 verl_requirements=tests/requirements-verl.txt
 verl_no_deps='^(verl|vllm|torch|torchvision|compressed-tensors|xgrammar|tensordict|torchdata|peft|accelerate|transferqueue)=='
@@ -298,6 +305,11 @@ openrlhf_requirements=tests/requirements-openrlhf.txt
 openrlhf_no_deps='^(openrlhf|vllm|torch|torchvision|compressed-tensors|xgrammar|accelerate|peft|bitsandbytes|optimum|torchdata|torchmetrics|transformers-stream-generator)=='
 openrlhf_built='^(deepspeed|flash-attn)=='
 openrlhf_env() {
+  openrlhf_venv
+  venv_bridge openrlhf "$openrlhf_venv_dir"
+}
+
+openrlhf_venv() {
   local stamp="$openrlhf_venv_dir/.phasealloc-requirements" venv="$openrlhf_venv_dir" req="$openrlhf_requirements"
   if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$stamp" "$req"; }; then
     log "openrlhf: making $venv (OpenRLHF, vLLM and torch without their CUDA wheels)"
@@ -315,7 +327,6 @@ openrlhf_env() {
     fi
     cp "$req" "$stamp"
   fi
-  venv_bridge openrlhf "$venv"
 }
 
 openrlhf_test() {
@@ -330,6 +341,41 @@ openrlhf_test() {
     "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_openrlhf.py
 }
 
+# A framework's bridge: the one `matrix` built in this run against the same torch release when there
+# is one (the same wheel's headers: rebuilding it against the framework's venv would gain nothing),
+# else venv_bridge's.
+framework_bridge() {  # label, venv
+  local version
+  version=$("$2/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  if [[ " ${matrix_built[*]} " == *" $version "* ]]; then
+    log "$1: the bridge matrix built against torch $version ($build_dir/torch-$version)"
+  else
+    venv_bridge "$1" "$2"
+  fi
+}
+
+# CI's smoke of verl's and OpenRLHF's jobs (the whole jobs, both allocators, are `tools/dev.sh verl`
+# and `tools/dev.sh openrlhf`: too long for CI on 2 cores): each job runs under phasealloc until its
+# workers hold device memory (verl: 2 FSDP workers and 2 vLLM workers; OpenRLHF: 2 actor and 2
+# reference DeepSpeed ranks, 2 vLLM engine cores), and every process that holds any has phasealloc
+# loaded. About 3 minutes with the venvs cached.
+frameworks_smoke() {
+  local verl_version openrlhf_version
+  pinned_venv verl "$verl_venv_dir" "$verl_requirements" "$verl_no_deps"
+  framework_bridge verl "$verl_venv_dir"
+  openrlhf_venv
+  framework_bridge openrlhf "$openrlhf_venv_dir"
+  verl_version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  openrlhf_version=$("$openrlhf_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  log "frameworks: verl's and OpenRLHF's workers swap in phasealloc (the smokes of test_verl.py, test_openrlhf.py)"
+  PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$verl_version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_OPENRLHF_VENV="$openrlhf_venv_dir" \
+    PHASEALLOC_OPENRLHF_LIBRARY="$root/$build_dir/torch-$openrlhf_version/interpose/libphasealloc_torch.so" \
+    PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim SIMCUDA_REQUIRE=1 \
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_verl.py tests/gpu/test_openrlhf.py \
+    -k test_workers_swap_in_phasealloc
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) deps; venv ;;
@@ -341,5 +387,6 @@ case "${1:-}" in
   verl) deps; venv; build; verl_test ;;
   openrlhf) deps; venv; build; openrlhf_test ;;
   frameworks) deps; venv; build; verl_test; openrlhf_test ;;
+  smoke) deps; venv; build; frameworks_smoke ;;
   *) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

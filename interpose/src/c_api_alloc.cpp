@@ -226,6 +226,7 @@ PHASEALLOC_API void phasealloc_reset(void) {
   if (in_forked_child()) return;
   try {
     for (device_slot* s : engine_registry::instance().created()) s->eng->empty_cache();
+    engine_registry::instance().checkpoint_traces();  // the end of an operation, for many frameworks
   } catch (const std::exception& e) {
     report_error(fmt::format("phasealloc_reset (empty_cache) failed: {}", e.what()));
   } catch (...) {

@@ -211,6 +211,11 @@ std::string engine_registry::flush_traces() {
   return errors;
 }
 
+void engine_registry::checkpoint_traces() {
+  std::lock_guard lock(mutex_);
+  checkpoint_traces_locked();
+}
+
 void engine_registry::checkpoint_traces_locked() {
   if (trace_pattern_.empty() || checkpoint_failed_) return;
   const auto start = std::chrono::steady_clock::now();

@@ -75,6 +75,8 @@ class engine_registry {
   /// Writes every running trace's file now (recording goes on); the errors, joined ("" if none).
   std::string flush_traces();
   bool tracing() const;
+  /// Writes the running traces when a checkpoint is due (trace_control.hpp): at empty_cache.
+  void checkpoint_traces();
 
   /// Makes every engine read its observer's wanted_ops() again (after the event listener changed).
   void refresh_sinks();

@@ -11,11 +11,12 @@
 //   mid-run first gets a phase event naming the current phase, so the trace starts in it.
 //   Checkpoints: a process can be killed with no exit handler run (Ray ends every worker of a job
 //   with SIGKILL when its driver exits; vLLM's engine processes go with their parent), so the
-//   running traces are also written at phase transitions (engine_registry), each file replaced
+//   running traces are also written at phase transitions and at empty_cache (which frameworks
+//   call at the end of an operation: verl after each), by engine_registry, each file replaced
 //   whole (temporary file, then rename: a reader never sees half of one). A checkpoint waits 99
 //   times the last one's duration after it, so writing takes at most 1% of the job's time.
-// Limitations: what a killed process did after its last checkpoint is not in its trace (at most
-//   the phase it was in, and whatever the 1% rule deferred).
+// Limitations: what a killed process did after its last checkpoint is not in its trace (what
+//   followed its last transition or empty_cache, and whatever the 1% rule deferred).
 //   Allocations made before the trace started are unknown to the recorder; their frees
 //   are counted as unmatched (trace_recorder::unmatched_events), not written.
 #pragma once

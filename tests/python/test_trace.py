@@ -118,8 +118,9 @@ print(os.getpid())
 
 
 def test_a_process_killed_without_exit_handlers_leaves_its_trace_as_of_its_last_phase(lib, tmp_path):
-    """Ray ends a job's workers with SIGKILL: the trace checkpointed at phase transitions survives,
-    a whole file (the events up to the last transition), where the exit flush never runs."""
+    """Ray ends a job's workers with SIGKILL: the trace checkpointed at phase transitions and
+    empty_cache survives, a whole file (the events up to the last checkpoint), where the exit flush
+    never runs."""
     pattern = str(tmp_path / "killed.%p.txt")
     # The sleeps let each checkpoint come due (one waits 99 times the last one's write, a few ms at most here).
     code = CTYPES_PRELUDE + """
@@ -132,7 +133,10 @@ assert lib.phasealloc_phase_set(b"training") == 0
 lib.phasealloc_free(ptrs[0], MIB, 0, None)
 time.sleep(0.5)
 assert lib.phasealloc_phase_set(b"optimizer") == 0
-lib.phasealloc_try_malloc(7 * MIB, 0, None)  # after the last transition: not checkpointed
+lib.phasealloc_try_malloc(7 * MIB, 0, None)
+time.sleep(0.5)
+lib.phasealloc_reset()  # empty_cache: checkpointed with the 7 MiB block
+lib.phasealloc_try_malloc(9 * MIB, 0, None)  # after the last checkpoint: lost
 print(os.getpid(), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -142,7 +146,8 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert files == ["killed.%s.txt" % out.stdout.strip()], files  # no temporary file left either
     lines, events = read_text_trace(tmp_path / files[0])
     ops = [e[1] for e in events]
-    assert ops.count("alloc") == 4 and ops.count("free") == 1, ops
+    assert [int(e[3]) for e in events if e[1] == "alloc"] == [MIB, 2 * MIB, 3 * MIB, 4 * MIB, 7 * MIB], events
+    assert ops.count("free") == 1, ops
     assert any('"optimizer"' in line for line in lines)
 
 
