@@ -131,8 +131,9 @@ build() {
 matrix_requirements=tests/requirements-swap.txt
 matrix_built=()  # the torch releases matrix built a bridge for in this run
 matrix() {
-  local version venv stamp torch_dir failed=() release
+  local version venv stamp torch_dir failed=() release logs
   release=$(realpath -m "$build_dir")
+  logs=$(mktemp -d)
   for version in ${MATRIX_TORCH:-2.11.0 2.13.0 2.14.1}; do
     venv=$HOME/.cache/phasealloc/venv-torch$version
     stamp="$venv/.phasealloc-requirements"
@@ -145,15 +146,30 @@ matrix() {
       cp "$matrix_requirements" "$stamp"
     fi
     torch_dir=$("$venv/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
-    log "matrix: torch $version: the bridge built against it ($build_dir/torch-$version), the swap suite"
+    log "matrix: torch $version: the bridge built against it ($build_dir/torch-$version)"
     configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
       -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
     matrix_built+=("$version")
-    PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
-      PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
-      "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py ||
-      failed+=("$version")
   done
+  # The swap suites, $jobs at a time: each is one Python process after another, a core's work, and
+  # the suites share nothing (their files are named by pid), so they overlap; each one's output is
+  # printed when it ends.
+  for version in "${matrix_built[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+    log "matrix: torch $version: the swap suite (started)"
+    (PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
+      PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
+      "$HOME/.cache/phasealloc/venv-torch$version/bin/python" -m pytest -q -p no:cacheprovider \
+      tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py > "$logs/$version.log" 2>&1
+     echo $? > "$logs/$version.status") &
+  done
+  wait
+  for version in "${matrix_built[@]}"; do
+    log "matrix: torch $version: the swap suite"
+    cat "$logs/$version.log"
+    [ "$(cat "$logs/$version.status" 2>/dev/null)" = 0 ] || failed+=("$version")
+  done
+  rm -rf "$logs"
   if [ ${#failed[@]} -gt 0 ]; then
     echo "matrix: the swap suite failed on torch ${failed[*]}" >&2
     return 1
