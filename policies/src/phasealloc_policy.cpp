@@ -171,8 +171,17 @@ bool phasealloc_policy::should_split(pool_id /*pool*/, std::size_t block_bytes,
   return block_bytes - rounded_bytes >= min_block_bytes;
 }
 
-std::size_t phasealloc_policy::need_from(const phase_need& need, std::size_t allocated_bytes) const noexcept {
-  return options_.need_from_entry ? allocated_bytes + need.growth_bytes() : need.bytes();
+std::size_t phasealloc_policy::need_from(const phase_need& need, const transition_context& c,
+                                          bool less_held) const noexcept {
+  if (!options_.need_from_entry) return need.bytes();
+  if (!less_held) return c.allocated_bytes + need.growth_bytes();
+  // What that interval made and still holds (weights loaded in a phase's first interval, a state
+  // kept across the step) is in what is allocated now and in what it added: count it once.
+  std::size_t held_bytes = 0;
+  for (const live_block& b : c.live_blocks) {
+    if (b.birth_interval == need.interval) held_bytes += b.bytes;
+  }
+  return c.allocated_bytes + need.growth_bytes() - std::min(need.growth_bytes(), held_bytes);
 }
 
 release_step phasealloc_policy::page_release(std::size_t target_bytes, std::size_t min_run_bytes) const {
@@ -253,10 +262,10 @@ void phasealloc_policy::learn_lifetimes(const transition_context& c) {
 
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
   learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
-                                                  entered_trimmed_, entry_allocated_bytes_};
+                                                  entered_trimmed_, entry_allocated_bytes_, c.interval};
   entry_allocated_bytes_ = c.allocated_bytes;
   const auto starting = learned_.find(c.to_name);
-  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c.allocated_bytes) : 0;
+  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c, true) : 0;
   successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
@@ -280,7 +289,7 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       // Other transitions (into generation, whose memory a colocated engine may want) are unchanged.
       if (const auto next = successors_.find(c.to_name); next != successors_.end() && next->second.count(c.from_name)) {
         if (const auto need = learned_.find(c.from_name); need != learned_.end()) {
-          keep = std::max(keep, need_from(need->second, c.allocated_bytes));
+          keep = std::max(keep, need_from(need->second, c, false));
         }
       }
       break;

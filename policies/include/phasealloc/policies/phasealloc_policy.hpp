@@ -28,13 +28,12 @@
 //   map_ahead:BOOL [true]  A phase that grows back toward what it needed last time (after a
 //       transition release) maps up to 16 times the request per call, up to that need and never
 //       past the run's high-water mark: regrowth costs a few calls, not one per `grow` step.
-//   need_from_entry:BOOL [false]  What a phase needs is predicted from what it added last time to
+//   need_from_entry:BOOL [true]  What a phase needs is predicted from what it added last time to
 //       the memory allocated when it began (its peak, as below, less that entry level), on top of
 //       what is allocated when it begins again; off: its absolute peak of last time. Mechanism:
 //       what a phase begins with changes between steps (rollout buffers, gradients and states kept
 //       from the step before, reference outputs), and the absolute peak then under- or over-keeps;
-//       what the phase itself adds is what repeats. Off by default: it meets no target more
-//       (design note below).
+//       what the phase itself adds is what repeats (design note below).
 //   lifetime:BOOL [false]  Placement by lifetime: requests predicted to outlive their phase
 //       interval go to the lowest-address free block that fits (placement::lowest_address) instead
 //       of the best fit, so they pack at the bottom of their pool, below the short-lived blocks,
@@ -106,16 +105,31 @@
 // Approach: each learned need also records what was allocated when its interval began
 //   (phase_need::entry_allocated_bytes); the need of a phase that begins is what is allocated now
 //   plus what it added last time (growth_bytes: bytes() less its entry level), for the release,
-//   the ping-pong keep and map_ahead's target alike. No size or phase name is a constant.
+//   the ping-pong keep and map_ahead's target alike. What that interval made and still holds when
+//   the phase begins again (weights loaded in a phase's first interval, state kept across the
+//   step) is in both terms, so it is subtracted once (need_from; the engine reports every live
+//   block with the interval it was made in, transition_context::live_blocks). Not for the
+//   ping-pong keep (the phase that ends comes back after one short interval): there what it holds
+//   is typically freed and made again by it (gradients consumed by the optimizer), and subtracting
+//   it cost calls (ppo-gpt2-1.3b 1.42 -> 1.51x, offload-reference 1.54 -> 1.65x). Scenario tests:
+//   NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith, NeedFromEntryCountsWhatAPhaseMadeAnd-
+//   StillHoldsOnce (without the subtraction it keeps 1 GiB instead of the 512 MiB of weights;
+//   replay_colocate_test's actor then keeps 4 GiB and the rollout engine runs out of memory).
+//   No size or phase name is a constant.
 // Limitations (measured on the 8 real-code traces and 4 presets, `phasealloc replay` and
-//   bench/policy_table.py --ours): device calls against native, default -> need_from_entry:
+//   bench/policy_table.py --ours; figures before the held bytes were subtracted, which moved calls
+//   by at most 0.04x: synth 1.3b 1.32 -> 1.36x, ppo-125m 1.18 -> 1.20x, ppo-7b 1.47 -> 1.45x):
+//   device calls against native, need_from_entry:false -> true:
 //   synth 1.3b 1.72 -> 1.32x (1,647 -> 1,266 calls), grpo-1.3b 1.51 -> 1.33x, grpo-small 2.02 ->
 //   1.74x, gpt2-small 1.58 -> 1.45x, offload-reference 1.65 -> 1.55x, gpt2-1.3b 1.48 -> 1.43x,
 //   ppo-125m 1.28 -> 1.18x, small-lora 1.27 -> 1.25x, llama-7b-lora 1.15 -> 1.14x; ppo-7b 1.45 ->
 //   1.47x, small-offload-optimizer and 1.3b-offload unchanged. Peak lower on 5 traces (by up to
-//   44 MiB), 4 MiB higher on ppo-125m, the same on 6; waste removed unchanged but ppo-125m 96 -> 95%, reserved while generating at
-//   most 0.007 higher against ES. The targets met stay 6/10/4/12 (synth 1.3b and grpo-1.3b miss
-//   1.3x by about 20 calls each), so it is off by default. The kept bytes are the smaller runs
+//   44 MiB), 4 MiB higher on ppo-125m, the same on 6; waste removed the same or higher but ppo-125m
+//   96 -> 95% (synth 1.3b 79 -> 81%, grpo-1.3b 95 -> 97%), reserved while generating at most 0.007
+//   higher against ES. The targets met stay 6/10/4/12 (synth 1.3b and grpo-1.3b miss 1.3x by
+//   about 20 calls each). The default since then: it loses no target and cuts the calls that the
+//   release-and-regrow of a phase whose entry level moves costs (the mechanism above), which is
+//   how every RLHF step's rollout-to-training hand-off behaves. The kept bytes are the smaller runs
 //   left by a largest-first release, so a phase can still map a few pages its blocks do not fit
 //   in; keeping its need in the largest run instead (unmapping more of the smaller ones) cost more
 //   calls than it saved (6/9/2/12, tried and reverted).
@@ -152,7 +166,7 @@ struct phasealloc_policy_options {
   std::size_t grow_bytes = 20 * mib;
   std::size_t small_grow_bytes = 4 * mib;
   bool map_ahead = true;
-  bool need_from_entry = false;
+  bool need_from_entry = true;
   bool lifetime = false;
   bool phase_pools = false;
   std::vector<std::string> rollout_phases{"generation", "inference"};
@@ -179,7 +193,7 @@ class phasealloc_policy final : public policy {
   release_plan on_oom(const grow_context& context) override;
   release_plan on_transition(const transition_context& context) override;
   std::size_t map_ahead_bytes(const grow_context& context) const override;
-  bool wants_live_blocks() const noexcept override { return options_.lifetime; }
+  bool wants_live_blocks() const noexcept override { return options_.lifetime || options_.need_from_entry; }
 
   /// What the policy learned of a phase from its last interval.
   struct phase_need {
@@ -187,6 +201,7 @@ class phasealloc_policy final : public policy {
     std::size_t peak_reserved_bytes = 0;
     bool entered_trimmed = false;  ///< It started with its cache cut to the prediction (or below).
     std::size_t entry_allocated_bytes = 0;  ///< Allocated when the interval began.
+    std::uint32_t interval = 0;  ///< The interval it was learned from (transition_context::interval).
     /// Bytes to keep for it: the reserved peak it reached from a trimmed start (its own
     /// fragmentation included, so that it does not grow back), else its allocated peak.
     std::size_t bytes() const noexcept {
@@ -218,8 +233,9 @@ class phasealloc_policy final : public policy {
 
  private:
   release_step page_release(std::size_t target_bytes, std::size_t min_run_bytes) const;
-  /// Bytes to keep for a phase that begins with allocated_bytes allocated (need_from_entry).
-  std::size_t need_from(const phase_need& need, std::size_t allocated_bytes) const noexcept;
+  /// Bytes to keep for a phase that begins now (need_from_entry: from what is allocated now, less
+  /// what the interval the need was learned from made and still holds: that is in both).
+  std::size_t need_from(const phase_need& need, const transition_context& c, bool less_held) const noexcept;
 
   phasealloc_policy_options options_;
   std::vector<pool_traits> pools_;
