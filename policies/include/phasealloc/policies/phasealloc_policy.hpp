@@ -133,6 +133,18 @@
 //   left by a largest-first release, so a phase can still map a few pages its blocks do not fit
 //   in; keeping its need in the largest run instead (unmapping more of the smaller ones) cost more
 //   calls than it saved (6/9/2/12, tried and reverted).
+// What the waste at the peak is (measured with `phasealloc replay --explain-peak`, which sorts the
+//   mapped bytes that are not allocated at the peaks into slivers in pages shared with live blocks,
+//   holes and edges; bench/README.md "Where the waste is at the peak"): on the 1.3B traces mostly
+//   slivers (synth 1.3b 289 MiB in 311 pages, as many under expandable segments: best fit's layout,
+//   which no release rule can return at page granularity), on llama-7b-lora empty small-pool pages
+//   (180-210 MiB an earlier phase left, below the transition threshold and not taken by reclaim),
+//   and edges a growth at a new peak maps beyond its request (`grow`, `small_grow`) while reclaim
+//   unmaps only the request's pages. Tried and reverted, each trading device calls for the peak
+//   (targets removed/peak/calls/generating, default 6/10/4/12): unmapping every stale free page
+//   before a growth past the high-water mark 6/11/3/12 (gpt2-1.3b calls 1.42 -> 1.78x), small pool
+//   only 6/10/3/12; reclaim sized by what the growth maps 6/11/3/12 (small-offload-optimizer calls
+//   1.22 -> 1.89x); no map-ahead past the high-water mark 5/10/0/12 (calls up to 4.5x).
 //
 // Limitations: needs a device with virtual memory (cuda_vmm, or the model device with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
