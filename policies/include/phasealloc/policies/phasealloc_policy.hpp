@@ -115,7 +115,9 @@
 //   NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith, NeedFromEntryCountsWhatAPhaseMadeAnd-
 //   StillHoldsOnce (without the subtraction it keeps 1 GiB instead of the 512 MiB of weights;
 //   replay_colocate_test's actor then keeps 4 GiB and the rollout engine runs out of memory).
-//   No size or phase name is a constant.
+//   No size or phase name is a constant. Cost: the engine walks its live blocks at every
+//   transition for it (wants_live_blocks), O(live blocks) under the engine's lock; the GPT-2 PPO
+//   step on the simulated GPU measured 0.960x native with it (bench/README.md).
 // Limitations (measured on the 8 real-code traces and 4 presets, `phasealloc replay` and
 //   bench/policy_table.py --ours; figures before the held bytes were subtracted, which moved calls
 //   by at most 0.04x: synth 1.3b 1.32 -> 1.36x, ppo-125m 1.18 -> 1.20x, ppo-7b 1.47 -> 1.45x):
@@ -144,7 +146,9 @@
 //   (targets removed/peak/calls/generating, default 6/10/4/12): unmapping every stale free page
 //   before a growth past the high-water mark 6/11/3/12 (gpt2-1.3b calls 1.42 -> 1.78x), small pool
 //   only 6/10/3/12; reclaim sized by what the growth maps 6/11/3/12 (small-offload-optimizer calls
-//   1.22 -> 1.89x); no map-ahead past the high-water mark 5/10/0/12 (calls up to 4.5x).
+//   1.22 -> 1.89x), for the small pool only 6/10/4/12 and no target gained; no map-ahead past the
+//   high-water mark 5/10/0/12 (calls up to 4.5x); a large growth at a new peak unmapping free
+//   small-pool pages first 5/9/0/12.
 //
 // Limitations: needs a device with virtual memory (cuda_vmm, or the model device with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
