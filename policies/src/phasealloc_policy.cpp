@@ -71,6 +71,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.page_bytes = *v;
   }
   if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
+  if (auto v = reader.get_bool("grow_whole")) o.grow_whole = *v;
   if (auto v = reader.get_bytes("small_grow")) {
     if (*v % size_classes[0].page_bytes != 0) reader.fail("small_grow", "must be a multiple of 2MiB (0: one page)");
     else o.small_grow_bytes = *v;
@@ -116,6 +117,7 @@ std::string phasealloc_policy::spec() const {
   if (options_.reclaim_min_run_bytes != 128 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
+  if (options_.grow_whole) s += ",grow_whole:true";
   if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
   if (options_.need_from_entry != phasealloc_policy_options{}.need_from_entry) {
@@ -208,6 +210,9 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
 
 std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
   std::size_t ahead = pools_[c.pool].grow_bytes;
+  // Whole steps (as expandable segments map whole 20 MiB pages): the rest of the last step is left
+  // free for the next requests, half a step on average, instead of what rounding to a page leaves.
+  if (options_.grow_whole && ahead != 0) ahead = round_up(std::max<std::size_t>(c.grow_bytes, 1), ahead);
   if (!options_.map_ahead || c.pool == pinned_pool) return ahead;
   // Growing back toward what this phase needed last time (after a transition release, typically):
   // map it in a few large calls rather than one step at a time. Never past the run's high-water

@@ -277,6 +277,30 @@ TEST(PhaseallocPolicyTest, NeedFromEntryCountsWhatAPhaseMadeAndStillHoldsOnce) {
   EXPECT_EQ(learned.at("idle").growth_bytes(), 0u);  // its second interval made nothing
 }
 
+TEST(PhaseallocPolicyTest, GrowWholeMapsWholeGrowStepsAndLeavesTheRestForTheNextRequests) {
+  // A model load: per layer, weights of 32, 32, 24 and 8 MiB (plus 200 KiB, a page's rest, so that
+  // no request ends on a page), none freed. Growth by max(request, 20 MiB) rounded to a page leaves
+  // less than a page free after each large weight, so almost every weight maps; whole 20 MiB steps
+  // leave the rest of the last step, and the next weight often fits in it.
+  constexpr std::size_t rest = 200 * kib;
+  std::vector<std::int64_t> maps;
+  std::vector<std::size_t> peaks;
+  for (std::string_view spec : {"phasealloc", "phasealloc:grow_whole:true"}) {
+    rig r(spec);
+    for (int layer = 0; layer < 8; ++layer) {
+      for (std::size_t w : {32 * mib, 32 * mib, 24 * mib, 8 * mib}) (void)r.alloc(w + rest);
+    }
+    maps.push_back(r.eng.stats().num_device_map);
+    peaks.push_back(r.peak_reserved());
+  }
+  EXPECT_EQ(maps[0], 32);  // one map per weight
+  EXPECT_EQ(maps[1], 27);  // three a layer (four in three layers): the 8 MiB weight fits in a step's rest
+  // What it holds more is the unused rest of the last step: less than one step.
+  EXPECT_LT(peaks[1], peaks[0] + 20 * mib);
+  EXPECT_THAT(make_policy("phasealloc:grow_whole:true").value()->spec(), HasSubstr(",grow_whole:true"));
+  EXPECT_THAT(make_policy("phasealloc:grow_whole:maybe").error(), HasSubstr("'grow_whole'"));
+}
+
 TEST(PhaseallocPolicyTest, SmallPoolGrowsByTwoPagesPerMapCall) {
   // 256 small long-lived tensors of 64 KiB (16 MiB, LoRA-adapter-like), then each step releases
   // every free page at its end and 128 short-lived 64 KiB tensors come back: the small pool regrows
