@@ -123,7 +123,8 @@
 //   replay_colocate_test's actor then keeps 4 GiB and the rollout engine runs out of memory).
 //   No size or phase name is a constant. Cost: the engine walks its live blocks at every
 //   transition for it (wants_live_blocks), O(live blocks) under the engine's lock; the GPT-2 PPO
-//   step on the simulated GPU measured 0.960x native with it (bench/README.md).
+//   step on the simulated GPU measured 0.70-0.96x native with it (two runs on a shared machine,
+//   bench/README.md).
 // Limitations (measured on the 8 real-code traces and 4 presets, `phasealloc replay` and
 //   bench/policy_table.py --ours; figures before the held bytes were subtracted, which moved calls
 //   by at most 0.04x: synth 1.3b 1.32 -> 1.36x, ppo-125m 1.18 -> 1.20x, ppo-7b 1.47 -> 1.45x):
