@@ -2,13 +2,11 @@
 // allocated, by kind. A layout built by hand checks the page walk; the actor of tests/data/colocate
 // (2 GiB of weights, 6 GiB of activations in `train`) checks the moments a replay finds.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "phasealloc/replay/peak_explain.hpp"
-#include "phasealloc/trace/trace_text.hpp"
+#include "trace_test_support.hpp"
 
 namespace phasealloc {
 namespace {
@@ -60,12 +58,7 @@ TEST(PeakExplain, SortsFreeBytesIntoLivePagesHolesAndEdges) {
 
 trace actor() {
   const std::filesystem::path path = std::filesystem::path(PHASEALLOC_SOURCE_DIR) / "tests/data/colocate/actor.txt";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto t = parse_trace_text(text.str(), path.string());
-  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message());
-  return t.has_value() ? std::move(t).value() : trace{};
+  return testing::load_text_trace(path);
 }
 
 TEST(PeakExplain, FindsThePeaksOfAReplay) {
