@@ -71,6 +71,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
     else o.page_bytes = *v;
   }
   if (auto v = reader.get_bytes("grow")) o.grow_bytes = *v;
+  if (auto v = reader.get_bool("grow_whole")) o.grow_whole = *v;
   if (auto v = reader.get_bytes("small_grow")) {
     if (*v % size_classes[0].page_bytes != 0) reader.fail("small_grow", "must be a multiple of 2MiB (0: one page)");
     else o.small_grow_bytes = *v;
@@ -116,6 +117,7 @@ std::string phasealloc_policy::spec() const {
   if (options_.reclaim_min_run_bytes != 128 * mib) s += fmt::format(",reclaim_min_run:{}", options_.reclaim_min_run_bytes);
   if (options_.page_bytes != 2 * mib) s += fmt::format(",page:{}", options_.page_bytes);
   if (options_.grow_bytes != 20 * mib) s += fmt::format(",grow:{}", options_.grow_bytes);
+  if (options_.grow_whole) s += ",grow_whole:true";
   if (options_.small_grow_bytes != 4 * mib) s += fmt::format(",small_grow:{}", options_.small_grow_bytes);
   if (!options_.map_ahead) s += ",map_ahead:false";
   if (options_.need_from_entry != phasealloc_policy_options{}.need_from_entry) {
@@ -171,8 +173,17 @@ bool phasealloc_policy::should_split(pool_id /*pool*/, std::size_t block_bytes,
   return block_bytes - rounded_bytes >= min_block_bytes;
 }
 
-std::size_t phasealloc_policy::need_from(const phase_need& need, std::size_t allocated_bytes) const noexcept {
-  return options_.need_from_entry ? allocated_bytes + need.growth_bytes() : need.bytes();
+std::size_t phasealloc_policy::need_from(const phase_need& need, const transition_context& c,
+                                          bool less_held) const noexcept {
+  if (!options_.need_from_entry) return need.bytes();
+  if (!less_held) return c.allocated_bytes + need.growth_bytes();
+  // What that interval made and still holds (weights loaded in a phase's first interval, a state
+  // kept across the step) is in what is allocated now and in what it added: count it once.
+  std::size_t held_bytes = 0;
+  for (const live_block& b : c.live_blocks) {
+    if (b.birth_interval == need.interval) held_bytes += b.bytes;
+  }
+  return c.allocated_bytes + need.growth_bytes() - std::min(need.growth_bytes(), held_bytes);
 }
 
 release_step phasealloc_policy::page_release(std::size_t target_bytes, std::size_t min_run_bytes) const {
@@ -199,6 +210,9 @@ release_plan phasealloc_policy::before_grow(const grow_context& c) {
 
 std::size_t phasealloc_policy::map_ahead_bytes(const grow_context& c) const {
   std::size_t ahead = pools_[c.pool].grow_bytes;
+  // Whole steps (as expandable segments map whole 20 MiB pages): the rest of the last step is left
+  // free for the next requests, half a step on average, instead of what rounding to a page leaves.
+  if (options_.grow_whole && ahead != 0) ahead = round_up(std::max<std::size_t>(c.grow_bytes, 1), ahead);
   if (!options_.map_ahead || c.pool == pinned_pool) return ahead;
   // Growing back toward what this phase needed last time (after a transition release, typically):
   // map it in a few large calls rather than one step at a time. Never past the run's high-water
@@ -253,10 +267,10 @@ void phasealloc_policy::learn_lifetimes(const transition_context& c) {
 
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
   learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
-                                                  entered_trimmed_, entry_allocated_bytes_};
+                                                  entered_trimmed_, entry_allocated_bytes_, c.interval};
   entry_allocated_bytes_ = c.allocated_bytes;
   const auto starting = learned_.find(c.to_name);
-  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c.allocated_bytes) : 0;
+  need_now_bytes_ = starting != learned_.end() ? need_from(starting->second, c, true) : 0;
   successors_[std::string(c.from_name)].insert(std::string(c.to_name));
   entered_trimmed_ = false;
   phase_ = c.to_name;
@@ -280,7 +294,7 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
       // Other transitions (into generation, whose memory a colocated engine may want) are unchanged.
       if (const auto next = successors_.find(c.to_name); next != successors_.end() && next->second.count(c.from_name)) {
         if (const auto need = learned_.find(c.from_name); need != learned_.end()) {
-          keep = std::max(keep, need_from(need->second, c.allocated_bytes));
+          keep = std::max(keep, need_from(need->second, c, false));
         }
       }
       break;

@@ -13,6 +13,7 @@ namespace phasealloc {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct rig {
   explicit rig(std::string_view spec, std::size_t capacity = 4 * gib)
@@ -204,8 +205,8 @@ TEST(PhaseallocPolicyTest, NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith
   // begins with 32 MiB more allocated every time, and adds the same 64 MiB of KV caches to it.
   // Keeping generation's absolute peak of last time leaves it 32 MiB short each step: it grows
   // back what the release took. Keeping what it added on top of what it begins with does not.
-  rig absolute("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
-  rig from_entry("phasealloc:release:adaptive,release_threshold:0,reclaim:false,need_from_entry:true");
+  rig absolute("phasealloc:release:adaptive,release_threshold:0,reclaim:false,need_from_entry:false");
+  rig from_entry("phasealloc:release:adaptive,release_threshold:0,reclaim:false");  // the default
   std::vector<std::int64_t> generation_maps;
   std::vector<std::size_t> generation_peaks;
   for (rig* r : {&absolute, &from_entry}) {
@@ -250,8 +251,54 @@ TEST(PhaseallocPolicyTest, NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith
   const auto& learned = dynamic_cast<const phasealloc_policy&>(*from_entry.pol).learned_needs();
   ASSERT_TRUE(learned.count("generation"));
   EXPECT_EQ(learned.at("generation").growth_bytes(), 64 * mib);
-  EXPECT_THAT(from_entry.pol->spec(), HasSubstr(",need_from_entry:true"));
+  EXPECT_THAT(absolute.pol->spec(), HasSubstr(",need_from_entry:false"));
+  EXPECT_THAT(from_entry.pol->spec(), Not(HasSubstr("need_from_entry")));
   EXPECT_THAT(make_policy("phasealloc:need_from_entry:yes").error(), HasSubstr("'need_from_entry'"));
+}
+
+TEST(PhaseallocPolicyTest, NeedFromEntryCountsWhatAPhaseMadeAndStillHoldsOnce) {
+  // A phase's first interval loads weights that stay (512 MiB), another phase trains with 1 GiB of
+  // activations, a third syncs, and the first comes back. What the first phase added last time
+  // (the weights) is still allocated when it begins again: counted in the entry level and in what
+  // it added, it would keep 512 MiB of training's cache that nobody needs (memory a colocated
+  // rollout engine could use). Counted once, the release returns all of it.
+  rig r("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
+  for (int step = 0; step < 2; ++step) {
+    r.eng.set_phase("idle");
+    if (step == 0) (void)r.alloc(512 * mib);  // weights, kept
+    ASSERT_EQ(r.reserved(), 512 * mib) << "step " << step;
+    r.eng.set_phase("train");
+    r.free(r.alloc(gib));
+    r.eng.set_phase("sync");
+  }
+  // Its second interval began with the weights and made nothing: it adds nothing.
+  const auto& learned = dynamic_cast<const phasealloc_policy&>(*r.pol).learned_needs();
+  ASSERT_TRUE(learned.count("idle"));
+  EXPECT_EQ(learned.at("idle").growth_bytes(), 0u);  // its second interval made nothing
+}
+
+TEST(PhaseallocPolicyTest, GrowWholeMapsWholeGrowStepsAndLeavesTheRestForTheNextRequests) {
+  // A model load: per layer, weights of 32, 32, 24 and 8 MiB (plus 200 KiB, a page's rest, so that
+  // no request ends on a page), none freed. Growth by max(request, 20 MiB) rounded to a page leaves
+  // less than a page free after each large weight, so almost every weight maps; whole 20 MiB steps
+  // leave the rest of the last step, and the next weight often fits in it.
+  constexpr std::size_t rest = 200 * kib;
+  std::vector<std::int64_t> maps;
+  std::vector<std::size_t> peaks;
+  for (std::string_view spec : {"phasealloc", "phasealloc:grow_whole:true"}) {
+    rig r(spec);
+    for (int layer = 0; layer < 8; ++layer) {
+      for (std::size_t w : {32 * mib, 32 * mib, 24 * mib, 8 * mib}) (void)r.alloc(w + rest);
+    }
+    maps.push_back(r.eng.stats().num_device_map);
+    peaks.push_back(r.peak_reserved());
+  }
+  EXPECT_EQ(maps[0], 32);  // one map per weight
+  EXPECT_EQ(maps[1], 27);  // three a layer (four in three layers): the 8 MiB weight fits in a step's rest
+  // What it holds more is the unused rest of the last step: less than one step.
+  EXPECT_LT(peaks[1], peaks[0] + 20 * mib);
+  EXPECT_THAT(make_policy("phasealloc:grow_whole:true").value()->spec(), HasSubstr(",grow_whole:true"));
+  EXPECT_THAT(make_policy("phasealloc:grow_whole:maybe").error(), HasSubstr("'grow_whole'"));
 }
 
 TEST(PhaseallocPolicyTest, SmallPoolGrowsByTwoPagesPerMapCall) {

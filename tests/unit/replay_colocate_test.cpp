@@ -15,13 +15,11 @@
 // rollout engine runs out of memory under phasealloc too (TwoPhasePingPongKeepsTheCache).
 // Alone, each trace fits the 11 GiB device under pytorch: it is the colocation that fails.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "phasealloc/replay/colocate.hpp"
-#include "phasealloc/trace/trace_text.hpp"
+#include "trace_test_support.hpp"
 
 namespace phasealloc {
 namespace {
@@ -33,12 +31,7 @@ constexpr std::size_t ten_gib = 10 * gib;
 
 trace load(const char* name) {
   const std::filesystem::path path = std::filesystem::path(PHASEALLOC_SOURCE_DIR) / "tests/data/colocate" / name;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto t = parse_trace_text(text.str(), path.string());
-  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message());
-  return t.has_value() ? std::move(t).value() : trace{};
+  return testing::load_text_trace(path);
 }
 
 replay_options at_capacity(std::size_t bytes) {

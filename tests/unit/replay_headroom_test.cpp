@@ -7,25 +7,18 @@
 //   phasealloc:release:all   returns the 6 GiB at each train -> sync transition: idle holds 2 GiB
 //                            from t=1 on: mean (2*9 + 2*60) / 70 GiB.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "phasealloc/replay/replay.hpp"
-#include "phasealloc/trace/trace_text.hpp"
+#include "trace_test_support.hpp"
 
 namespace phasealloc {
 namespace {
 
 trace actor() {
   const std::filesystem::path path = std::filesystem::path(PHASEALLOC_SOURCE_DIR) / "tests/data/colocate/actor.txt";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto t = parse_trace_text(text.str(), path.string());
-  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message());
-  return t.has_value() ? std::move(t).value() : trace{};
+  return testing::load_text_trace(path);
 }
 
 const transition_summary* kind(const std::vector<transition_summary>& all, std::string_view from, std::string_view to) {

@@ -2,14 +2,31 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "phasealloc/trace/trace_format.hpp"
+#include "phasealloc/trace/trace_text.hpp"
 
 namespace phasealloc::testing {
+
+/// A text trace read from `path` (a test fails, naming the error, when it does not parse; the trace
+/// is then empty).
+inline trace load_text_trace(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto t = parse_trace_text(text.str(), path.string());
+  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message());
+  return t.has_value() ? std::move(t).value() : trace{};
+}
 
 inline trace_event make_event(trace_event_op op, std::uint64_t time_ns, std::uint64_t id = 0, std::uint64_t bytes = 0,
                               std::uint32_t stream = 0, std::uint32_t tag = 0, std::uint32_t name = 0,

@@ -12,6 +12,7 @@
 #include "cli_options.hpp"
 #include "commands.hpp"
 #include "phasealloc/conf.hpp"
+#include "phasealloc/replay/peak_explain.hpp"
 #include "phasealloc/trace/trace_summary.hpp"
 #include "progress_bar.hpp"
 #include "replay_command.hpp"
@@ -109,14 +110,32 @@ void run_replay(const replay_args& a, const std::string& invocation) {
     }
   }
 
+  std::vector<peak_explanation> explained;
+  if (a.explain_peak) {
+    if (!model) throw command_error("replay --explain-peak: needs the model engine (--engine model or both)");
+    for (const replay_result& r : report.results) {
+      if (r.device.rfind("model", 0) != 0) continue;  // PyTorch's own allocator's rows
+      replay_options options;
+      options.capacity_bytes = *capacity;
+      if (a.device == "vmm") options.virtual_memory = true;
+      if (a.device == "segments") options.virtual_memory = false;
+      if (torch) options.use_recorded_layout = false;
+      auto e = explain_peak(t, r.policy, options);
+      if (!e) throw command_error(e.error());
+      explained.push_back(std::move(e).value());
+    }
+  }
   if (a.json) {
     nlohmann::json doc = replay_json(report);
     if (model && torch) doc["model_vs_torch"] = std::move(divergence_json);
+    if (a.explain_peak) doc["explain_peak"] = peak_explanations_json(explained);
     std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << render_replay_text(report);
     std::cout << render_fidelity_text(report);
     if (!divergences.empty()) std::cout << '\n' << divergences;
+    if (!explained.empty()) std::cout << "\nThe mapped bytes that are not allocated, at the peaks:\n";
+    for (const peak_explanation& e : explained) std::cout << render_peak_explanation(e);
   }
   if (!a.html.empty()) {
     write_replay_html(a.html, report, invocation);
@@ -230,6 +249,10 @@ void add_replay_command(CLI::App& app) {
                   "replay these traces (two or more) as processes on one GPU instead of TRACE: each with its own "
                   "allocator and the policy, all sharing the capacity; events merged by time (ties: trace order)")
       ->expected(1, CLI::detail::expected_max_vector_size);
+  cmd->add_flag("--explain-peak", args->explain_peak,
+                "after the tables, for each policy on the model engine: at its peak reserved, the mapped bytes that are "
+                "not allocated, by pool: in pages shared with live blocks, holes between live pages, and edges next to "
+                "unmapped space (replays each policy once more)");
   // TRACE or --colocate: the positional is required unless --colocate names the traces.
   cmd->get_option("trace")->required(false);
   cmd->callback([args] {

@@ -25,6 +25,7 @@ struct replay_args {
   bool no_validate = false;
   std::string engine = "model";
   std::vector<std::string> colocate;  ///< replay --colocate: the processes' traces
+  bool explain_peak = false;  ///< replay --explain-peak: what the mapped bytes at each model policy's peak hold
 };
 
 /// The options replay and report share (trace, policies, capacity, device, recorded GPU, check, quiet).

@@ -410,4 +410,31 @@ nlohmann::json colocated_json(const colocated_report& r) {
   return doc;
 }
 
+namespace {
+
+nlohmann::json moment_json(const layout_moment& m) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const pool_peak_part& p : m.pools) {
+    pools.push_back({{"pool", p.pool}, {"mapped_bytes", p.mapped_bytes}, {"allocated_bytes", p.allocated_bytes},
+                     {"free_bytes", p.free_bytes()}, {"live_page_free_bytes", p.live_page_free_bytes},
+                     {"live_pages", p.live_pages}, {"live_pages_one_block", p.live_pages_one_block},
+                     {"hole_bytes", p.hole_bytes}, {"holes", p.holes}, {"largest_hole_bytes", p.largest_hole_bytes},
+                     {"small_hole_bytes", p.small_hole_bytes}, {"edge_bytes", p.edge_bytes}, {"edges", p.edges}});
+  }
+  return {{"event", m.event}, {"phase", m.phase}, {"reserved_bytes", m.reserved_bytes},
+          {"allocated_bytes", m.allocated_bytes}, {"pools", std::move(pools)}};
+}
+
+}  // namespace
+
+nlohmann::json peak_explanations_json(const std::vector<peak_explanation>& explained) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const peak_explanation& e : explained) {
+    out.push_back({{"policy", e.policy}, {"page_bytes", e.page_bytes}, {"peak_reserved_bytes", e.peak_reserved_bytes},
+                   {"peak_allocated_bytes", e.peak_allocated_bytes}, {"at_peak_reserved", moment_json(e.at_peak_reserved)},
+                   {"at_peak_allocated", moment_json(e.at_peak_allocated)}});
+  }
+  return out;
+}
+
 }  // namespace phasealloc::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "phasealloc/replay/colocate.hpp"
+#include "phasealloc/replay/peak_explain.hpp"
 #include "phasealloc/replay/replay.hpp"
 #include "phasealloc/trace/trace_format.hpp"
 
@@ -58,5 +59,10 @@ std::string render_colocated_text(const colocated_report& report);
 /// floor_bytes], results[policy, device, peak_reserved_bytes (the device's total), peak_time_ns,
 /// peak_event, reserved_at_peak_bytes[], ooms, first_oom, processes[...]].
 nlohmann::json colocated_json(const colocated_report& report);
+
+/// replay --explain-peak as JSON: per policy, the peaks, the page unit, and at_peak_reserved /
+/// at_peak_allocated (event, phase, levels, and per pool every field of pool_peak_part, names as in
+/// the struct).
+nlohmann::json peak_explanations_json(const std::vector<peak_explanation>& explained);
 
 }  // namespace phasealloc::cli

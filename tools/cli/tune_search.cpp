@@ -29,6 +29,10 @@ std::vector<std::string> default_tune_grids() {
       "phasealloc:release:{adaptive,all},phase_pools:true",
       // Blocks that outlived their phase interval before placed lowest-address (lifetime placement).
       "phasealloc:release:{adaptive,all},lifetime:true",
+      // Growth by whole `grow` steps (fewer map calls, up to a step more at a peak), and the need
+      // of a phase predicted from its absolute peak instead of what it adds to its entry level.
+      "phasealloc:release:adaptive,grow_whole:true,reclaim_min_run:{32MiB,128MiB}",
+      "phasealloc:release:adaptive,need_from_entry:false",
       // No hole reclaim: the fewest calls.
       "phasealloc:release:{adaptive,none},reclaim:false",
   };

@@ -185,7 +185,19 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
       }
       // Only allocations (growth, out-of-memory releases), phase changes and empty_cache move the
       // reserved level; a free or a record_stream never does.
-      if (e.op == trace_event_op::alloc || e.op == trace_event_op::empty_cache) residency.level(eng.levels().reserved_bytes);
+      if (e.op == trace_event_op::alloc || e.op == trace_event_op::empty_cache) {
+        const memory_levels now = eng.levels();
+        residency.level(now.reserved_bytes);
+        if (now.reserved_bytes > out.peak_reserved_after_event_bytes) {  // only an allocation raises it
+          out.peak_reserved_after_event_bytes = now.reserved_bytes;
+          out.peak_reserved_event = i;
+        }
+        if (now.allocated_bytes > out.peak_allocated_after_event_bytes) {
+          out.peak_allocated_after_event_bytes = now.allocated_bytes;
+          out.peak_allocated_event = i;
+        }
+      }
+      if (options.event_state != nullptr && options.snapshot_after_event == i) *options.event_state = eng.take_snapshot();
       if (stride != 0) {
         const memory_levels l = eng.levels();
         window.allocated_bytes = std::max(window.allocated_bytes, l.allocated_bytes);

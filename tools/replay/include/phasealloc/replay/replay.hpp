@@ -54,6 +54,11 @@ struct replay_options {
   trace_sink* observer = nullptr;
   /// Filled with the engine's segments and blocks at the end of the trace.
   snapshot* final_state = nullptr;
+  /// Filled with the engine's segments and blocks right after the trace event of this index (a
+  /// replay is deterministic: a second replay with replay_result::peak_reserved_event here sees
+  /// the layout at the peak; peak_explain.hpp).
+  std::optional<std::size_t> snapshot_after_event;
+  snapshot* event_state = nullptr;
   /// Set to each trace event's time (ns) before the event is replayed, so an observer can stamp
   /// the engine events it causes.
   std::uint64_t* clock_ns = nullptr;
@@ -116,6 +121,13 @@ struct replay_result {
   std::size_t peak_reserved_bytes = 0;
   std::size_t peak_allocated_bytes = 0;
   std::size_t peak_requested_bytes = 0;
+  /// The first trace event after which the reserved level was the highest seen after any event
+  /// (the peak, unless the peak lasted only inside one engine call: then the level after that call).
+  std::size_t peak_reserved_event = 0;
+  std::size_t peak_reserved_after_event_bytes = 0;  ///< That level.
+  /// The same for the allocated level: the event after which the most bytes were allocated.
+  std::size_t peak_allocated_event = 0;
+  std::size_t peak_allocated_after_event_bytes = 0;
   std::size_t final_reserved_bytes = 0;   ///< At the end of the trace (what a snapshot then shows).
   std::size_t final_allocated_bytes = 0;
   std::size_t final_requested_bytes = 0;
