@@ -78,6 +78,7 @@ result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::stri
   }
   if (auto v = reader.get_bool("map_ahead")) o.map_ahead = *v;
   if (auto v = reader.get_bool("need_from_entry")) o.need_from_entry = *v;
+  if (auto v = reader.get_bool("keep_for_step")) o.keep_for_step = *v;
   if (auto v = reader.get_bool("lifetime")) o.lifetime = *v;
   if (auto v = reader.get_bool("phase_pools")) o.phase_pools = *v;
   if (auto v = reader.get_string("rollout_phases")) {
@@ -122,6 +123,9 @@ std::string phasealloc_policy::spec() const {
   if (!options_.map_ahead) s += ",map_ahead:false";
   if (options_.need_from_entry != phasealloc_policy_options{}.need_from_entry) {
     s += fmt::format(",need_from_entry:{}", options_.need_from_entry);
+  }
+  if (options_.keep_for_step != phasealloc_policy_options{}.keep_for_step) {
+    s += fmt::format(",keep_for_step:{}", options_.keep_for_step);
   }
   if (options_.lifetime) s += ",lifetime:true";
   if (options_.phase_pools != phasealloc_policy_options{}.phase_pools) {
@@ -265,7 +269,29 @@ void phasealloc_policy::learn_lifetimes(const transition_context& c) {
   }
 }
 
+void phasealloc_policy::follow_step(std::string_view to) {
+  if (cycle_start_.empty()) cycle_start_ = to;  // the phase the job's cycle begins with
+  if (to == cycle_start_) {
+    last_step_phases_ = std::move(step_phases_);
+    step_phases_.clear();
+  }
+  if (step_phases_.empty() || step_phases_.back() != to) step_phases_.emplace_back(to);
+}
+
+std::size_t phasealloc_policy::rest_of_step_need(std::string_view to) const noexcept {
+  // The phases that came after `to` in the last step, each at what it needed then. A phase of this
+  // step that begins later finds the memory mapped, instead of mapping what this release unmapped.
+  const auto here = std::find(last_step_phases_.begin(), last_step_phases_.end(), to);
+  if (here == last_step_phases_.end()) return 0;
+  std::size_t need = 0;
+  for (auto it = std::next(here); it != last_step_phases_.end(); ++it) {
+    if (const auto learned = learned_.find(*it); learned != learned_.end()) need = std::max(need, learned->second.bytes());
+  }
+  return need;
+}
+
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
+  follow_step(c.to_name);
   learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
                                                   entered_trimmed_, entry_allocated_bytes_, c.interval};
   entry_allocated_bytes_ = c.allocated_bytes;
@@ -297,6 +323,10 @@ release_plan phasealloc_policy::on_transition(const transition_context& c) {
           keep = std::max(keep, need_from(need->second, c, false));
         }
       }
+      // Within a step (not at its start, where a colocated rollout engine wants the memory): keep
+      // what the phases still to come in this step needed last step, so that none of them maps
+      // again what this release would unmap.
+      if (options_.keep_for_step && c.to_name != cycle_start_) keep = std::max(keep, rest_of_step_need(c.to_name));
       break;
     }
   }

@@ -277,6 +277,60 @@ TEST(PhaseallocPolicyTest, NeedFromEntryCountsWhatAPhaseMadeAndStillHoldsOnce) {
   EXPECT_EQ(learned.at("idle").growth_bytes(), 0u);  // its second interval made nothing
 }
 
+TEST(PhaseallocPolicyTest, KeepForStepKeepsWhatTheRestOfTheStepNeeds) {
+  // A step: generation (256 MiB of KV caches), inference (16 MiB), training (512 MiB of
+  // activations). The release into inference keeps inference's need only, so training maps again
+  // what that release unmapped, every step. Keeping what the rest of the step needed last step
+  // (training's 512 MiB) removes that release and its regrowth; the release into generation, the
+  // step's start, is unchanged, so what generation holds does not move.
+  rig plain("phasealloc:release:adaptive,release_threshold:0,reclaim:false");
+  rig for_step("phasealloc:release:adaptive,release_threshold:0,reclaim:false,keep_for_step:true");
+  std::vector<std::int64_t> unmaps_into_inference, training_maps;
+  std::vector<std::size_t> generation_entry;
+  for (rig* r : {&plain, &for_step}) {
+    const auto count = [&](std::string_view phase, bool maps) {
+      for (const auto& p : r->eng.phases()) {
+        if (p.name == phase) return maps ? p.num_device_map : p.num_device_unmap;
+      }
+      return std::int64_t{0};
+    };
+    std::int64_t unmaps = 0, maps = 0;
+    std::size_t entry = 0;
+    for (int step = 0; step < 4; ++step) {
+      r->eng.set_phase("generation");
+      if (step >= 2) entry = std::max(entry, r->reserved());
+      std::vector<device_address> kv;
+      for (int l = 0; l < 8; ++l) kv.push_back(r->alloc(32 * mib));
+      for (device_address a : kv) r->free(a);
+      const std::int64_t generation_unmaps = count("generation", false);
+      r->eng.set_phase("inference");  // generation's release runs in its books
+      r->free(r->alloc(16 * mib));
+      const std::int64_t training_maps_before = count("training", true);
+      r->eng.set_phase("training");
+      std::vector<device_address> saved;
+      for (int l = 0; l < 16; ++l) saved.push_back(r->alloc(32 * mib));
+      for (device_address a : saved) r->free(a);
+      if (step >= 2) {  // learned: every phase has run, the last step's phases are known
+        unmaps += count("generation", false) - generation_unmaps;
+        maps += count("training", true) - training_maps_before;
+      }
+    }
+    unmaps_into_inference.push_back(unmaps);
+    training_maps.push_back(maps);
+    generation_entry.push_back(entry);
+  }
+  EXPECT_GE(unmaps_into_inference[0], 2);  // one a step at least
+  EXPECT_GE(training_maps[0], 2);
+  EXPECT_EQ(unmaps_into_inference[1], 0);
+  // Training still maps the rest of its need (map-ahead does it in as few calls either way); the
+  // calls saved are the release's.
+  EXPECT_LE(training_maps[1], training_maps[0]);
+  EXPECT_LT(unmaps_into_inference[1] + training_maps[1], unmaps_into_inference[0] + training_maps[0]);
+  EXPECT_EQ(generation_entry[1], generation_entry[0]);  // the step's start releases as before
+  EXPECT_THAT(for_step.pol->spec(), HasSubstr(",keep_for_step:true"));
+  EXPECT_THAT(plain.pol->spec(), Not(HasSubstr("keep_for_step")));
+}
+
 TEST(PhaseallocPolicyTest, GrowWholeMapsWholeGrowStepsAndLeavesTheRestForTheNextRequests) {
   // A model load: per layer, weights of 32, 32, 24 and 8 MiB (plus 200 KiB, a page's rest, so that
   // no request ends on a page), none freed. Growth by max(request, 20 MiB) rounded to a page leaves

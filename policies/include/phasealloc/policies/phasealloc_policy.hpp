@@ -40,6 +40,10 @@
 //       what a phase begins with changes between steps (rollout buffers, gradients and states kept
 //       from the step before, reference outputs), and the absolute peak then under- or over-keeps;
 //       what the phase itself adds is what repeats (design note below).
+//   keep_for_step:BOOL [false]  At a transition within a step (not into the phase the job's cycle
+//       begins with), also keep what the phases still to come in this step needed last step, so
+//       that none of them maps again what the release would unmap. Off by default: on the target
+//       traces the default already makes almost no such release (design note below).
 //   lifetime:BOOL [false]  Placement by lifetime: requests predicted to outlive their phase
 //       interval go to the lowest-address free block that fits (placement::lowest_address) instead
 //       of the best fit, so they pack at the bottom of their pool, below the short-lived blocks,
@@ -173,6 +177,27 @@
 //   1.3b-offload +44 MiB): 5/9/7/12 against 6/10/4/12, so off by default. Mapping whole steps only
 //   below the high-water mark keeps gpt2-small's loss and gains no calls (5/9/4/12); with
 //   reclaim_min_run 32 or 64 MiB: 6/10/4/12 and 5/8/6/12.
+// Keep for the rest of the step (keep_for_step:true)
+// Rationale: an adaptive release keeps what the phase that starts needs; when a later phase of the
+//   same step needs more (generation -> inference -> training), it maps again what that release
+//   unmapped: an unmap and a map per run, every step, and no memory saved at the step's peak.
+// Approach: a step is one cycle of the job's phases, from the trace's own sequence: it begins each
+//   time the phase the first transition entered begins again (follow_step). At any other
+//   transition the release keeps at least the largest need (phase_need::bytes) of the phases that
+//   followed the starting one in the last whole step (rest_of_step_need). The release into the
+//   cycle's first phase is unchanged, so what a rollout phase that starts the step holds for a
+//   colocated engine does not move. Scenario test KeepForStepKeepsWhatTheRestOfTheStepNeeds (the
+//   release into inference unmaps every step without it, never with it; checked by making
+//   rest_of_step_need return 0).
+// Limitations (measured, bench/regrow_count.py on `phasealloc export` of the 12 target traces):
+//   with the default (need_from_entry, ping-pong keep, 1 GiB release threshold) transition
+//   releases whose pages the same step maps again are 0-2 unmaps per trace (ppo-gpt2-1.3b 2,
+//   1.3b-offload 2, synth 1.3b 1, ppo-7b 1); nearly all transition unmaps are the release into
+//   the step's first phase, regrown in the next step by design (the colocation headroom). The rule
+//   moves calls on two traces only (ppo-gpt2-1.3b 1,655 -> 1,649, peak +18 MiB, waste removed
+//   92 -> 91%; ppo-7b 861 -> 852) and no target, so it is off. A job whose first phase is not its
+//   rollout would keep the rest of the step through the rollout; a phase sequence that changes
+//   between steps is matched by the first occurrence of the starting phase.
 //
 // Limitations: needs a device with virtual memory (cuda_vmm, or the model device with virtual_memory); on a
 //   whole-segment device the engine serves the pools with whole segments and only idle segments
@@ -208,6 +233,7 @@ struct phasealloc_policy_options {
   std::size_t small_grow_bytes = 4 * mib;
   bool map_ahead = true;
   bool need_from_entry = true;
+  bool keep_for_step = false;
   bool lifetime = false;
   bool phase_pools = false;
   std::vector<std::string> rollout_phases{"generation", "inference"};
@@ -290,6 +316,14 @@ class phasealloc_policy final : public policy {
   std::size_t entry_allocated_bytes_ = 0;  ///< Allocated when the current interval began.
   std::size_t need_now_bytes_ = 0;  ///< What the current interval is predicted to need (0: unknown).
   void learn_lifetimes(const transition_context& c);
+  /// Follows the job's cycle: a step begins each time the phase its first transition entered
+  /// begins again.
+  void follow_step(std::string_view to);
+  /// The most that a phase which followed `to` in the last step needed (0: none known).
+  std::size_t rest_of_step_need(std::string_view to) const noexcept;
+  std::string cycle_start_;                  ///< The phase the first transition entered.
+  std::vector<std::string> step_phases_;      ///< The phases of the current step, in order.
+  std::vector<std::string> last_step_phases_; ///< The phases of the last whole step, in order.
   std::map<std::string, phase_lifetimes, std::less<>> lifetimes_;
   /// lifetimes_ of the current phase (nullptr: none learned yet).
   const phase_lifetimes* lifetimes_now_ = nullptr;
