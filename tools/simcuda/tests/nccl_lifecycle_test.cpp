@@ -6,6 +6,10 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -317,6 +321,37 @@ TEST_F(NcclLifecycleTest, AnEventRecordedAfterACollectiveCompletesWithIt) {
     return ncclCommDestroy(comm) == ncclSuccess ? 0 : 1;
   });
   EXPECT_TRUE(all_succeeded(statuses));
+}
+
+TEST_F(NcclLifecycleTest, ANewNcclPeakIsInTheBooksFileOfARankKilledWithoutExitHandlers) {
+  // Ray ends a job's workers with SIGKILL: the books file (SIMCUDA_BOOKS) is written whenever NCCL's
+  // peak grows, so a tool still learns each rank's NCCL buffers.
+  setenv("NCCL_BUFFSIZE", "3145728", 1);
+  setenv("NCCL_MAX_NCHANNELS", "2", 1);
+  const std::size_t ring = 2 * rounded(3 * mib + 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8);
+  char folder[] = "/tmp/simcuda-books-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  setenv("SIMCUDA_BOOKS", (std::string(folder) + "/books.%p.json").c_str(), 1);
+  auto statuses = run_ranks(2, [&](int rank, const ncclUniqueId& id) {
+    void* data = nullptr;
+    RANK_CHECK(cudaSetDevice(rank) == cudaSuccess && cudaMalloc(&data, 4 * mib) == cudaSuccess, "cudaMalloc");
+    ncclComm_t comm = join(rank, 2, id);
+    RANK_CHECK(ncclAllReduce(data, data, 1024, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess, "all-reduce");
+    raise(SIGKILL);
+    return 1;
+  });
+  unsetenv("SIMCUDA_BOOKS");
+  ASSERT_EQ(statuses.size(), 2u);
+  for (int status : statuses) EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  std::vector<std::string> books;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    std::ifstream in(entry.path());
+    books.emplace_back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  std::filesystem::remove_all(folder);
+  ASSERT_EQ(books.size(), 2u);  // one per rank, and no partial file left
+  const std::string peak = "\"peak_nccl_bytes\": " + std::to_string(ring) + ",";
+  for (const std::string& b : books) EXPECT_NE(b.find(peak), std::string::npos) << b;
 }
 
 }  // namespace

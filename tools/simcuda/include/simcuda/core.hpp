@@ -202,6 +202,10 @@ void count_nccl_returned(int device, std::size_t bytes) noexcept;
 std::size_t nccl_bytes(int device) noexcept;
 std::size_t peak_nccl_bytes(int device) noexcept;
 
+/// SIMCUDA_BOOKS: writes this process's books file now (books_file.cpp; nothing when the variable
+/// is unset). Called at exit and whenever NCCL's peak grows on a device.
+void write_books_file();
+
 /// cudaMalloc: `bytes` rounded up to 2 MiB of physical memory (the real driver's granularity
 /// for large allocations; small ones share nothing here, so they pay a page each).
 mem_status device_malloc(int device, std::size_t bytes, void** out) noexcept;

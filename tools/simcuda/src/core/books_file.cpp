@@ -5,14 +5,18 @@
 //
 // Rationale: a rank's process is gone when the tool reads its results; its allocator trace holds
 //   only what went through the allocator. The simulator's books are the only place that knows the
-//   rest, so they are written out when the process ends.
+//   rest, so they are written out when the process ends, and also whenever NCCL's peak grows
+//   (communicators are made and their buffers taken a few times per job): Ray ends a job's workers
+//   with SIGKILL, where no exit handler runs, and NCCL's buffers are what a tool needs most.
 // Approach: when SIMCUDA_BOOKS is set at load, the configuration is read first and then an atexit
 //   handler is registered, so the handler runs before the configuration's static is destroyed (the
 //   books themselves are never destroyed). Only devices that held memory are written. The file is
 //   written to a temporary name and renamed, so a reader never sees half of one.
 //   {"pid": P, "rank": R|null, "local_rank": L|null, "capacity_bytes": C,
 //    "devices": [{"device": D, "peak_mapped_bytes": M, "peak_nccl_bytes": N, "nccl_bytes_at_exit": X}]}
-// Limitations: a process that ends without exit handlers (killed, _exit, os._exit) writes nothing.
+// Limitations: a process that ends without exit handlers (killed, _exit, os._exit) keeps the file
+//   of NCCL's last new peak, if any: its peak_mapped_bytes is the peak up to then, and
+//   nccl_bytes_at_exit what NCCL held then.
 #include <unistd.h>
 
 #include <cstdio>
@@ -51,6 +55,15 @@ std::string env_integer(const char* name) {
 }
 
 void write_books() {
+  try {
+    write_books_file();
+  } catch (...) {  // exiting: nothing more to do
+  }
+}
+
+}  // namespace
+
+void write_books_file() {
   const char* pattern = std::getenv("SIMCUDA_BOOKS");
   if (pattern == nullptr || *pattern == '\0') return;
   std::string devices;
@@ -78,6 +91,8 @@ void write_books() {
   const bool ok = std::fclose(f) == 0 && std::rename(partial.c_str(), path.c_str()) == 0;
   if (!ok) std::fprintf(stderr, "simcuda: SIMCUDA_BOOKS: cannot write %s\n", path.c_str());
 }
+
+namespace {
 
 [[maybe_unused]] const bool registered = [] {
   const char* pattern = std::getenv("SIMCUDA_BOOKS");

@@ -33,6 +33,12 @@ void count_nccl_taken(int device, std::size_t bytes) noexcept {
   std::size_t peak = b.peak.load();
   while (now > peak && !b.peak.compare_exchange_weak(peak, now)) {
   }
+  if (now > peak) {  // a new peak: on disk before the process can be killed
+    try {
+      write_books_file();
+    } catch (...) {  // out of host memory: the exit handler tries again
+    }
+  }
 }
 
 void count_nccl_returned(int device, std::size_t bytes) noexcept {
