@@ -216,18 +216,30 @@ const char* to_string(mem_status status) noexcept {
   return "?";
 }
 
+namespace {
+
+/// The device's state if it has been set up; a query does not set one up (that maps its arena).
+const device_state* existing_locked(const books& b, int device) {
+  const auto i = static_cast<std::size_t>(device);
+  return i < b.devices.size() ? b.devices[i].get() : nullptr;
+}
+
+}  // namespace
+
 std::size_t mapped_bytes(int device) noexcept {
   if (!valid_device(device)) return 0;
   books& b = the_books();
   std::lock_guard lock(b.mu);
-  return device_locked(b, device).mapped;
+  const device_state* d = existing_locked(b, device);
+  return d != nullptr ? d->mapped : 0;
 }
 
 std::size_t peak_mapped_bytes(int device) noexcept {
   if (!valid_device(device)) return 0;
   books& b = the_books();
   std::lock_guard lock(b.mu);
-  return device_locked(b, device).peak;
+  const device_state* d = existing_locked(b, device);
+  return d != nullptr ? d->peak : 0;
 }
 
 std::size_t take_interval_peak_mapped_bytes(int device) noexcept {
