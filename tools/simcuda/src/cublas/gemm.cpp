@@ -29,6 +29,17 @@ gemm_shape shape(int m, int n, int k, const void* a, int lda, const void* b, int
   return g;
 }
 
+/// cublas[SD]gemmStridedBatched: one element type for every operand.
+template <typename T>
+cublasStatus_t typed_strided_batched(const char* function, cublasHandle_t handle, cublasOperation_t transa,
+                                     cublasOperation_t transb, int m, int n, int k, const T* alpha, const T* a, int lda,
+                                     long long stride_a, const T* b, int ldb, long long stride_b, const T* beta, T* c,
+                                     int ldc, long long stride_c, int batch) {
+  gemm_shape g = shape(m, n, k, a, lda, b, ldb, c, ldc, sizeof(T), sizeof(T));
+  g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
+  return gemm(function, handle, transa, transb, alpha, beta, g);
+}
+
 bool known_compute(cublasComputeType_t compute) {
   switch (compute) {
     case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC: case CUBLAS_COMPUTE_32F:
@@ -102,18 +113,16 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int m, int n, int k, const float* alpha, const float* a, int lda,
                                          long long stride_a, const float* b, int ldb, long long stride_b,
                                          const float* beta, float* c, int ldc, long long stride_c, int batch) {
-  gemm_shape g = shape(m, n, k, a, lda, b, ldb, c, ldc, 4, 4);
-  g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
-  return gemm("cublasSgemmStridedBatched", handle, transa, transb, alpha, beta, g);
+  return typed_strided_batched("cublasSgemmStridedBatched", handle, transa, transb, m, n, k, alpha, a, lda, stride_a,
+                               b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }
 
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                          int m, int n, int k, const double* alpha, const double* a, int lda,
                                          long long stride_a, const double* b, int ldb, long long stride_b,
                                          const double* beta, double* c, int ldc, long long stride_c, int batch) {
-  gemm_shape g = shape(m, n, k, a, lda, b, ldb, c, ldc, 8, 8);
-  g.batch = batch, g.stride_a = stride_a, g.stride_b = stride_b, g.stride_c = stride_c;
-  return gemm("cublasDgemmStridedBatched", handle, transa, transb, alpha, beta, g);
+  return typed_strided_batched("cublasDgemmStridedBatched", handle, transa, transb, m, n, k, alpha, a, lda, stride_a,
+                               b, ldb, stride_b, beta, c, ldc, stride_c, batch);
 }
 
 }  // extern "C"
