@@ -291,7 +291,7 @@ std::size_t phasealloc_policy::rest_of_step_need(std::string_view to) const noex
 }
 
 release_plan phasealloc_policy::on_transition(const transition_context& c) {
-  follow_step(c.to_name);
+  if (options_.keep_for_step) follow_step(c.to_name);
   learned_[std::string(c.from_name)] = phase_need{c.interval_peak_allocated_bytes, c.interval_peak_reserved_bytes,
                                                   entered_trimmed_, entry_allocated_bytes_, c.interval};
   entry_allocated_bytes_ = c.allocated_bytes;

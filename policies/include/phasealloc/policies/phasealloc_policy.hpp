@@ -317,7 +317,7 @@ class phasealloc_policy final : public policy {
   std::size_t need_now_bytes_ = 0;  ///< What the current interval is predicted to need (0: unknown).
   void learn_lifetimes(const transition_context& c);
   /// Follows the job's cycle: a step begins each time the phase its first transition entered
-  /// begins again.
+  /// begins again. Only keep_for_step reads it, so only then is it kept.
   void follow_step(std::string_view to);
   /// The most that a phase which followed `to` in the last step needed (0: none known).
   std::size_t rest_of_step_need(std::string_view to) const noexcept;
