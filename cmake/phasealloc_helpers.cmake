@@ -12,6 +12,15 @@ function(phasealloc_apply_sanitizers list)
   add_compile_definitions(PHASEALLOC_SANITIZED=1)
 endfunction()
 
+# A piece is missing that leaves some targets or tests out: a STATUS line, or the configure step
+# fails under PHASEALLOC_REQUIRE_ALL_TESTS (CI), where every test must be registered.
+function(phasealloc_missing_piece text)
+  if(PHASEALLOC_REQUIRE_ALL_TESTS)
+    message(FATAL_ERROR "${text} (PHASEALLOC_REQUIRE_ALL_TESTS is on: every test must be registered)")
+  endif()
+  message(STATUS "${text}")
+endfunction()
+
 # phasealloc_library(NAME name SRCS ... DEPS ... [PUBLIC_INCLUDE dir])
 # Creates phasealloc_<name> and the alias phasealloc::<name>; the alias is the form to link.
 function(phasealloc_library)

@@ -52,11 +52,19 @@ build_dir=${BUILD_DIR:-build}
 
 packages=(cmake ninja-build g++ clang libclang-rt-dev libfmt-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev python3 python3-pytest python3-venv chromium fonts-dejavu-core
-          valgrind)
+          valgrind ccache)
 venv_dir=${PHASEALLOC_VENV:-$HOME/.cache/phasealloc/venv-torch2.15}
 venv_requirements=tests/requirements.txt
 
 log() { printf '\n== %s\n' "$*"; }
+
+# Every compile (the release build, pip's builds, the bridges, the sanitizer and fuzz builds) goes
+# through ccache, whose cache is kept between runs and checkouts: CI clones afresh for each run, and
+# without it each run compiled the tree about seven times over. Sources are hashed relative to the
+# checkout (CCACHE_BASEDIR), so another clone's compile is a hit.
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/phasealloc/ccache} CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 \
+  CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 
 deps() {
   local missing=()
@@ -103,6 +111,14 @@ venv() {
 # `test` configure the release build alike, so that one build serves both.
 werror=(-DPHASEALLOC_WARNINGS_AS_ERRORS=ON)
 
+# `test` registers every test or fails the configure step (CMakeLists.txt), and fails on a skip whose
+# reason is not real-GPU-only (tests/harness/skip_policy.py).
+require_all=OFF
+require_every_test() {
+  require_all=ON
+  export PHASEALLOC_NO_SKIP=1 SIMCUDA_REQUIRE=1
+}
+
 configure_and_build() {  # dir, extra cmake args..., -- targets...
   local dir=$1
   shift
@@ -125,7 +141,8 @@ build() {  # targets... (default: all)
     python_arg=("-DPHASEALLOC_TEST_PYTHON=$venv_dir/bin/python")
     [ -n "$torch_dir" ] && python_arg+=("-DPHASEALLOC_TORCH_DIR=$torch_dir")
   fi
-  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${python_arg[@]}" -- "$@"
+  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_REQUIRE_ALL_TESTS=$require_all" \
+    "${python_arg[@]}" -- "$@"
 }
 
 # --- stages: each timed, each run even when an earlier one failed, the table printed at the end ---
@@ -298,6 +315,9 @@ fuzz() {
 test_all() {
   # Every pytest run lists what it skipped and why (its short summary), so a skip shows in the log.
   export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -rs"
+  require_every_test
+  export PHASEALLOC_SURFACES_CHECKED="$root/$build_dir/surfaces-checked.txt"
+  mkdir -p "$build_dir" && : > "$PHASEALLOC_SURFACES_CHECKED"
   stage "Debian packages" deps
   stage "main venv (torch 2.15)" venv
   stage "release build ($build_dir)" build
@@ -311,6 +331,8 @@ test_all() {
   if [ $frameworks = 1 ]; then
     stage_join "frameworks' venvs and bridges"
     [ "${SKIP_MATRIX:-0}" = 1 ] || stage "matrix: swap suite on torch 2.11.0, 2.13.0, 2.14.0" matrix
+    [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}${SKIP_FRAMEWORKS:-0}" != 000 ] ||
+      stage "surfaces: every checked-in wheel surface against its wheel" surfaces_checked
     [ "${SKIP_VLLM:-0}" = 1 ] || stage "vLLM 0.33 (rollouts, TRL colocated, IPC)" vllm_test
     [ "${SKIP_FRAMEWORKS:-0}" = 1 ] || stage "frameworks' smoke (verl, OpenRLHF)" frameworks_smoke
   fi
@@ -321,6 +343,7 @@ test_all() {
 
 # The edit-compile-test loop: the build, every ctest test but the Python ones, the swap suite.
 test_quick() {
+  require_every_test
   stage "Debian packages" deps
   stage "main venv (torch 2.15)" venv
   stage "release build ($build_dir)" build
@@ -391,11 +414,24 @@ venv_surfaces() {  # label, venv
     "$2/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
 }
 
+# Every checked-in surface compared with an installed wheel: the surface tests in each framework's
+# venv (the main venv's ran in ctest), then no surface left that none of them compared.
+surfaces_checked() {
+  local venv surface missing=()
+  for venv in $(matrix_venvs); do venv_surfaces "$(basename "$venv")" "$venv"; done
+  for surface in tools/simcuda/surface/torch-*.txt tools/simcuda/surface/package-*.txt; do
+    grep -qxF "$(basename "$surface")" "$PHASEALLOC_SURFACES_CHECKED" || missing+=("$surface")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "surfaces no installed wheel was compared with (install the wheel in a venv of tools/dev.sh, or remove the file): ${missing[*]}" >&2
+    return 1
+  fi
+}
+
 vllm_test() {
   vllm_env
   local version
   version=$(grep -m1 '^torch==' "$vllm_requirements" | cut -d= -f3)
-  venv_surfaces vllm "$vllm_venv_dir"
   log "vllm: tests/gpu/test_vllm.py, test_trl_colocate.py and test_vllm_ipc.py on the simulated GPU"
   PHASEALLOC_VLLM_VENV="$vllm_venv_dir" PHASEALLOC_VLLM_LIBRARY="$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \

@@ -1,19 +1,19 @@
 """One rank of test_nccl_jobs.py's torchrun jobs on NCCL: DDP, FSDP2 (fully_shard) or DeepSpeed ZeRO-2 /
-ZeRO-3 of a tiny random Llama, 3 training steps, after checks whose results only real data movement
-can give:
+ZeRO-3 of a tiny random Llama, 3 training steps, every rank from its own random init and its own
+batches. What it writes can only come from real data movement and real arithmetic:
 
 - collectives of known host-copied values give the exact result: all-reduce (float32, int64,
   bfloat16), all-gather and reduce-scatter (sum, average) into tensors, all-to-all;
-- DDP: the parameters after wrapping are rank 0's (every rank starts from its own seed; DDP
-  broadcasts rank 0's);
-- FSDP2: unsharding (all-gather of the shards) gives back the full parameters of the seeded init.
-- ZeRO-2: as DDP (deepspeed.initialize broadcasts rank 0's parameters);
-- ZeRO-3: gathering the partitioned parameters (deepspeed.zero.GatheredParameters) gives back the
-  full parameters of the seeded init. DeepSpeed's own fused optimizers are CUDA extensions built at
-  run time; the job uses torch.optim.AdamW, as DeepSpeed allows (zero_allow_untested_optimizer).
+- the parameters the job starts from are the ones the mode makes of the ranks' inits (DDP and ZeRO
+  broadcast rank 0's; FSDP2 unshards one dim-0 chunk of each rank's init; ZeRO-3 gathers its
+  partitions);
+- after training, the full parameters against a CPU reference of the same training in one process
+  (every rank's batch, the averaged gradient, AdamW), each step's loss against the reference's, and
+  a digest of the full parameters that the test compares across ranks;
+- which allocator the process ran, asked inside it (PyTorch's backend name, phasealloc's enabled
+  state), at the start and at the end; the steps counted.
 
-Both copy through kernels around the collectives, so the parameter checks hold on the simulator at
-its default value level (values:observable computes copies) and on GPUs.
+The job runs at the simulator's exact value level (the test sets it), so products are computed.
 
 It also reads the device's free memory around the first collective (NCCL's buffers are taken
 there, outside PyTorch's allocator). Writes what it saw to <out_dir>/rank<N>.json.
@@ -21,6 +21,7 @@ there, outside PyTorch's allocator). Writes what it saw to <out_dir>/rank<N>.jso
     python -m torch.distributed.run --nproc-per-node N nccl_job_rank.py {ddp|fsdp2|zero2|zero3} OUT_DIR
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -69,6 +70,75 @@ def exact_collectives(rank, world):
     return exact
 
 
+STEPS = 3
+LR = 1e-3
+
+
+def init_seed(rank):
+    """Every rank starts from its own random init: a broadcast or a gather that moved nothing cannot
+    pass for one that did."""
+    return 1000 + rank
+
+
+def rank_batches(rank):
+    generator = torch.Generator().manual_seed(rank)
+    return [torch.randint(0, 256, (2, 32), generator=generator) for _ in range(STEPS)]
+
+
+def initial_full_params(mode, world):
+    """The full parameters the job trains from, built on the CPU from every rank's init as the mode
+    combines them: DDP and ZeRO broadcast rank 0's; FSDP2 shards each rank's own init along dim 0 and
+    keeps rank r's r-th chunk, so unsharding assembles one chunk from each rank's init."""
+    inits = [dict(tiny_llama(init_seed(r)).named_parameters()) for r in range(world)]
+    if mode != "fsdp2":
+        return {name: p.detach().clone() for name, p in inits[0].items()}
+    return {name: torch.cat([torch.chunk(inits[r][name].detach(), world, dim=0)[r] for r in range(world)])
+            for name in inits[0]}
+
+
+def cpu_reference(mode, world):
+    """The same training in one process on the CPU: per step, each rank's batch's loss divided by
+    the world size (the data-parallel average of the gradients), then AdamW. Returns the final
+    parameters and each rank's per-step losses."""
+    model = tiny_llama(0)
+    with torch.no_grad():
+        initial = initial_full_params(mode, world)
+        for name, p in model.named_parameters():
+            p.copy_(initial[name])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    batches = [rank_batches(r) for r in range(world)]
+    losses = [[] for _ in range(world)]
+    for step in range(STEPS):
+        for r in range(world):
+            loss = model(input_ids=batches[r][step], labels=batches[r][step]).loss
+            (loss / world).backward()
+            losses[r].append(loss.item())
+        optimizer.step()
+        optimizer.zero_grad()
+    return {name: p.detach().clone() for name, p in model.named_parameters()}, initial, losses
+
+
+def allocator_in_use():
+    """Which allocator this process runs, asked inside it: PyTorch's backend name and phasealloc's
+    enabled state (a process whose bridge was refused runs PyTorch's with the library mapped)."""
+    phasealloc = sys.modules.get("phasealloc")
+    return {"backend": torch.cuda.memory.get_allocator_backend(),
+            "phasealloc_enabled": bool(phasealloc is not None and phasealloc.is_enabled())}
+
+
+def compare_full_params(full, reference, initial):
+    """The largest difference from the CPU reference, how far training moved the reference, and a
+    digest of the full parameters (equal on every data-parallel rank)."""
+    digest = hashlib.sha256()
+    worst = moved = 0.0
+    for name in sorted(reference):
+        mine = full[name].detach().float().cpu()
+        digest.update(mine.numpy().tobytes())
+        worst = max(worst, (mine - reference[name]).abs().max().item())
+        moved = max(moved, (reference[name] - initial[name]).abs().max().item())
+    return {"max_abs_diff": worst, "reference_moved": moved, "digest": digest.hexdigest()}
+
+
 def main(mode, out_dir):
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
@@ -81,67 +151,89 @@ def main(mode, out_dir):
     dist.all_reduce(probe)  # the communicator's first collective: NCCL connects here
     free_after, _ = torch.cuda.mem_get_info()
     result = {"rank": rank, "world": world, "nccl_bytes": free_before - free_after, "probe": probe.item(),
-              "exact": exact_collectives(rank, world)}
+              "exact": exact_collectives(rank, world), "allocator": allocator_in_use()}
 
+    module = tiny_llama(init_seed(rank))
+    initial = initial_full_params(mode, world)
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        model = tiny_llama(seed=1000 + rank).cuda()  # every rank its own init
-        model = DistributedDataParallel(model, device_ids=[local_rank])
-        reference = tiny_llama(seed=1000)  # rank 0's, which DDP broadcasts
-        result["params_match"] = all(torch.equal(p.detach().cpu(), q) for p, q in
-                                     zip(model.module.parameters(), reference.parameters()))
+        model = DistributedDataParallel(module.cuda(), device_ids=[local_rank])
+        result["params_match"] = all(torch.equal(p.detach().cpu(), initial[name]) for name, p in
+                                     model.module.named_parameters())
     elif mode == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
-        model = tiny_llama(seed=7).cuda()
+        model = module.cuda()
         for layer in model.model.layers:
             fully_shard(layer)
         fully_shard(model)
-        reference = dict(tiny_llama(seed=7).named_parameters())
-        # Unsharding all-gathers every rank's shard back into the full parameters.
-        modules = [model] + list(model.model.layers)
-        for module in modules:
-            module.unshard()
-        result["params_match"] = all(torch.equal(p.detach().cpu(), reference[name]) for name, p in
-                                     model.named_parameters())
-        for module in reversed(modules):
-            module.reshard()
+        result["params_match"] = unsharded(model, lambda full: all(torch.equal(full[name].cpu(), initial[name])
+                                                                   for name in initial))
     else:
         import deepspeed
 
         stage = {"zero2": 2, "zero3": 3}[mode]
-        seed = 1000 + rank if stage == 2 else 7  # ZeRO-2 broadcasts rank 0's; ZeRO-3 partitions one init
-        module = tiny_llama(seed=seed)
         config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
                   "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True}
         model, _, _, _ = deepspeed.initialize(model=module, config=config,
-                                              optimizer=torch.optim.AdamW(module.parameters(), lr=1e-3))
-        reference = dict(tiny_llama(seed=1000 if stage == 2 else 7).named_parameters())
-        with deepspeed.zero.GatheredParameters(list(model.module.parameters()), enabled=stage == 3):
-            result["params_match"] = all(torch.equal(p.detach().cpu(), reference[name]) for name, p in
-                                         model.module.named_parameters())
+                                              optimizer=torch.optim.AdamW(module.parameters(), lr=LR))
+        result["params_match"] = zero_gathered(model, stage, lambda full: all(
+            torch.equal(full[name].cpu(), initial[name]) for name in initial))
 
-    generator = torch.Generator().manual_seed(rank)
+    losses = []
     if mode in ("ddp", "fsdp2"):
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        for _ in range(3):
-            ids = torch.randint(0, 256, (2, 32), generator=generator).cuda()
-            loss = model(input_ids=ids, labels=ids).loss
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    for ids in rank_batches(rank):
+        ids = ids.cuda()
+        loss = model(input_ids=ids, labels=ids).loss
+        if mode in ("ddp", "fsdp2"):
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-    else:
-        for _ in range(3):
-            ids = torch.randint(0, 256, (2, 32), generator=generator).cuda()
-            loss = model(input_ids=ids, labels=ids).loss
+        else:
             model.backward(loss)
             model.step()
+        losses.append(loss.item())
     torch.cuda.synchronize()
-    result["steps"] = 3
+    result["steps"] = len(losses)
+    result["losses"] = losses
+
+    reference, reference_initial, reference_losses = cpu_reference(mode, world)
+    result["reference_losses"] = reference_losses[rank]
+    if mode == "ddp":
+        result["trained"] = compare_full_params(dict(model.module.named_parameters()), reference, reference_initial)
+    elif mode == "fsdp2":
+        result["trained"] = unsharded(model, lambda full: compare_full_params(full, reference, reference_initial))
+    else:
+        result["trained"] = zero_gathered(model, stage, lambda full: compare_full_params(
+            full, reference, reference_initial))
+    result["allocator_at_end"] = allocator_in_use()
     with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
     dist.destroy_process_group()
+
+
+def unsharded(model, read):
+    """read(full parameters by name) with every FSDP2 module unsharded (an all-gather of the shards)."""
+    modules = [model] + list(model.model.layers)
+    for module in modules:
+        module.unshard()
+    try:
+        full = {name: p.detach().full_tensor() if hasattr(p, "full_tensor") else p.detach()
+                for name, p in model.named_parameters()}
+        return read(full)
+    finally:
+        for module in reversed(modules):
+            module.reshard()
+
+
+def zero_gathered(model, stage, read):
+    """read(full parameters by name) of a DeepSpeed engine; ZeRO-3 gathers its partitions first."""
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters()), enabled=stage == 3):
+        return read({name: p.detach() for name, p in model.module.named_parameters()})
 
 
 if __name__ == "__main__":

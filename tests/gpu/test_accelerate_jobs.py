@@ -51,7 +51,7 @@ if pytest is not None and __name__ != "__main__":
             import torch
 
             if torch.cuda.device_count() < WORLD:
-                pytest.skip("needs %d GPUs, this machine has %d" % (WORLD, torch.cuda.device_count()))
+                pytest.skip("real GPU only: needs %d GPUs, this machine has %d" % (WORLD, torch.cuda.device_count()))
         if not native and "c10" not in bridges():
             pytest.skip("phasealloc under NCCL needs the c10 bridge (built when the build saw torch)")
         results = run_grpo(native, tmp_path)

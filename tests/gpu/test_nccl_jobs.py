@@ -1,7 +1,8 @@
 """Multi-GPU jobs on NCCL, started as users start them: torchrun under phasealloc-run, with
 phasealloc as the allocator and with PyTorch's own (--native). DDP and FSDP2 (fully_shard) of a tiny
 random Llama on 2 and 4 GPUs, DeepSpeed ZeRO-2 and ZeRO-3 on 2, 3 training steps each
-(nccl_job_rank.py). On the simulator the GPUs
+(nccl_job_rank.py), each rank from its own init, compared with a CPU reference of the same training
+and across ranks; every rank says which allocator it ran. On the simulator the GPUs
 are simulated (SIMCUDA_GPU=count:N) and so is NCCL (tools/simcuda/src/nccl): its collectives move
 and reduce the real bytes between the ranks' processes, and its buffers are device memory outside
 the allocator, which every rank sees in torch.cuda.mem_get_info.
@@ -24,6 +25,12 @@ except ImportError:
 
 MIB = 1 << 20
 CHANNELS = 4  # NCCL_MAX_NCHANNELS for the jobs: the model's buffers scale with it
+STEPS = 3  # nccl_job_rank.py's training steps
+# Against the CPU reference (float32; the device sums the ranks' gradients in another order than the
+# reference): each step's loss, and each parameter after 3 AdamW steps of lr 1e-3 (which move the
+# reference's parameters by about 3e-3).
+LOSS_TOLERANCE = 1e-4
+PARAM_TOLERANCE = 2e-5
 
 
 def nccl_model_bytes(channels):
@@ -38,9 +45,8 @@ def run_job(mode, world, native, out_dir):
     env = child_env("device:cuda_vmm")
     env["NCCL_MAX_NCHANNELS"] = str(CHANNELS)
     if on_simulator():
-        # The parameter checks read values that kernels around the collectives computed: the
-        # simulated GPU's default value level computes them.
-        env["SIMCUDA_GPU"] = "count:%d,quiet:1" % world
+        # Training is compared with a CPU reference: the simulated GPU computes every product.
+        env["SIMCUDA_GPU"] = "count:%d,quiet:1,values:exact" % world
     command = launcher()
     if on_simulator():
         command = [command[0], "--sim-gpu=16GiB"] + command[2:]
@@ -69,20 +75,37 @@ if pytest is not None and __name__ != "__main__":
             import torch
 
             if torch.cuda.device_count() < world:
-                pytest.skip("needs %d GPUs, this machine has %d" % (world, torch.cuda.device_count()))
+                pytest.skip("real GPU only: needs %d GPUs, this machine has %d" % (world, torch.cuda.device_count()))
         if not native and "c10" not in bridges():
             # ProcessGroupNCCL's destructor asks the allocator for a snapshot, which
             # CUDAPluggableAllocator refuses (the process aborts).
             pytest.skip("phasealloc under NCCL needs the c10 bridge (built when the build saw torch)")
         results = run_job(mode, world, native, tmp_path)
-        for rank, r in enumerate(results):
-            assert r["rank"] == rank and r["world"] == world, r
-            assert r["probe"] == float(world), r  # all-reduce of a host-copied 1.0 per rank
-            assert all(r["exact"].values()), r["exact"]
-            assert r["params_match"], r
-            assert r["steps"] == 3, r
-            if on_simulator():
-                # NCCL's buffers come from the device, outside the allocator, at the first collective.
-                assert r["nccl_bytes"] == nccl_model_bytes(CHANNELS), r
-            else:
-                assert r["nccl_bytes"] >= 0, r
+        check_ranks(results, world, native)
+
+
+def check_ranks(results, world, native):
+    """What every rank of a job wrote (nccl_job_rank.py): exact collectives, the mode's initial
+    parameters, the allocator asked inside the process, and training that matches the CPU reference."""
+    expected_backend = "native" if native else "phasealloc"
+    for rank, r in enumerate(results):
+        assert r["rank"] == rank and r["world"] == world, r
+        assert r["probe"] == float(world), r  # all-reduce of a host-copied 1.0 per rank
+        assert all(r["exact"].values()), r["exact"]
+        assert r["params_match"], r
+        for when in ("allocator", "allocator_at_end"):
+            assert r[when] == {"backend": expected_backend, "phasealloc_enabled": not native}, (rank, when, r[when])
+        assert r["steps"] == STEPS and len(r["losses"]) == STEPS, r
+        # Training computed something: the losses move from step to step, as the reference's do.
+        assert len(set(r["losses"])) == STEPS, r["losses"]
+        assert max(abs(a - b) for a, b in zip(r["losses"], r["reference_losses"])) <= LOSS_TOLERANCE, r
+        trained = r["trained"]
+        assert trained["reference_moved"] > 10 * PARAM_TOLERANCE, trained  # the comparison is not init vs init
+        assert trained["max_abs_diff"] <= PARAM_TOLERANCE, (rank, trained)
+        if on_simulator():
+            # NCCL's buffers come from the device, outside the allocator, at the first collective.
+            assert r["nccl_bytes"] == nccl_model_bytes(CHANNELS), r
+        else:
+            assert r["nccl_bytes"] >= 0, r
+    # Data parallel: every rank ends with the same full parameters, bit for bit.
+    assert len({r["trained"]["digest"] for r in results}) == 1, [r["trained"] for r in results]

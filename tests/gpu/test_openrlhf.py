@@ -27,7 +27,7 @@ import os
 import subprocess
 import tempfile
 
-from job_processes import holder_counts, holders_without_phasealloc, run_watched
+from job_processes import allocator_records, holder_counts, holders_not_running, record_env, refusals, run_watched
 from openrlhf_grpo import command as job_command
 from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
@@ -76,7 +76,8 @@ def job_env(native=True):
 
 def run_job(workdir, native, stop_when_seen=False, timeout=900):
     """Runs the job in its own session, watching its processes (job_processes.py); returns (exit
-    status or None when stopped, output, {pid: (role, holds device memory, phasealloc loaded)})."""
+    status, None when stopped once every role held memory, or "timed out ..."; output;
+    {pid: (role, holds device memory)}; {pid: the allocator record each process wrote})."""
     command = launcher(SIM_MEMORY) + (["--native"] if native else [])
     command += ["--"] + job_command(workdir, openrlhf_python())
     log_path = os.path.join(workdir, "job-%s.log" % ("native" if native else "phasealloc"))
@@ -85,8 +86,10 @@ def run_job(workdir, native, stop_when_seen=False, timeout=900):
         counts = holder_counts(seen)
         return all(counts.get(name, 0) >= n for name, n in ROLES.items())
 
-    return run_watched(command, job_env(native), workdir, log_path, timeout,
-                       stop_when=all_roles_seen if stop_when_seen else None)
+    records = tempfile.mkdtemp(prefix="records-", dir=workdir)
+    status, output, seen = run_watched(command, record_env(job_env(native), records), workdir, log_path, timeout,
+                                       stop_when=all_roles_seen if stop_when_seen else None)
+    return status, output, seen, allocator_records(records)
 
 
 if pytest is not None and __name__ != "__main__":
@@ -104,9 +107,12 @@ if pytest is not None and __name__ != "__main__":
     def test_workers_swap_in_phasealloc(workdir):
         if openrlhf_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh openrlhf builds it)" % OPENRLHF_TORCH)
-        status, output, seen = run_job(workdir, native=False, stop_when_seen=True, timeout=600)
-        missing = holders_without_phasealloc(seen)
-        assert not missing, "processes that hold device memory without phasealloc: %s\n%s" % (missing, output[-6000:])
+        status, output, seen, records = run_job(workdir, native=False, stop_when_seen=True, timeout=600)
+        # Stopped once every role held memory: not failed, not timed out.
+        assert status is None, (status, output[-6000:])
+        assert not refusals(output), refusals(output)
+        wrong = holders_not_running(seen, records, "phasealloc")
+        assert not wrong, "processes that held device memory without phasealloc: %s\n%s" % (wrong, output[-6000:])
         counts = {name: holder_counts(seen).get(name, 0) for name in ROLES}
         assert counts == ROLES, (counts, sorted(set(v[0] for v in seen.values())), status, output[-6000:])
 
@@ -114,13 +120,12 @@ if pytest is not None and __name__ != "__main__":
     def test_grpo_two_steps(workdir, native):
         if not native and openrlhf_bridge() is None:
             pytest.skip("no c10 bridge built against torch %s (tools/dev.sh openrlhf builds it)" % OPENRLHF_TORCH)
-        status, output, seen = run_job(workdir, native=native)
+        status, output, seen, records = run_job(workdir, native=native)
         assert status == 0, output[-8000:]
         assert "Global step 1:" in output and "Global step 2:" in output, output[-8000:]
         assert "invalid token id" not in output, output[-8000:]  # vLLM returned real token ids
         assert set(ROLES) <= set(holder_counts(seen)), seen
-        if native:
-            assert not any(v[2] for v in seen.values()), "phasealloc loaded in a --native job"
-        else:
-            missing = holders_without_phasealloc(seen)
-            assert not missing, missing
+        wrong = holders_not_running(seen, records, "native" if native else "phasealloc")
+        assert not wrong, wrong
+        if not native:
+            assert not refusals(output), refusals(output)

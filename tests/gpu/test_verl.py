@@ -25,7 +25,7 @@ import re
 import shutil
 import tempfile
 
-from job_processes import holder_counts, holders_without_phasealloc, run_watched
+from job_processes import allocator_records, holder_counts, holders_not_running, record_env, refusals, run_watched
 from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
 try:
@@ -49,8 +49,9 @@ def verl_bridge():
 
 
 def run_verl(native, work, stop_when=None):
-    """Runs the job (job_processes.run_watched); returns (exit status, or None when stop_when
-    stopped it, output, {pid: (role, held device memory, phasealloc loaded)})."""
+    """Runs the job (job_processes.run_watched); returns (exit status, None when stop_when stopped
+    it, or "timed out ..."; output; {pid: (role, held device memory)}; {pid: the allocator record
+    each process wrote})."""
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("PYTORCH_ALLOC_CONF", None)
@@ -74,8 +75,10 @@ def run_verl(native, work, stop_when=None):
     command += ["--", verl_python(), os.path.join(HERE, "verl_ppo_job.py"), str(work), str(STEPS)]
     try:
         # In the work folder: verl's Hydra writes its outputs/ folder into the working directory.
-        return run_watched(command, env, str(work), os.path.join(str(work), "job.log"), timeout=1800,
-                           stop_when=stop_when)
+        records = os.path.join(str(work), "allocator-records")
+        status, log, seen = run_watched(command, record_env(env, records), str(work), os.path.join(str(work), "job.log"),
+                                        timeout=1800, stop_when=stop_when)
+        return status, log, seen, allocator_records(records)
     finally:
         shutil.rmtree(env["RAY_TMPDIR"], ignore_errors=True)
 
@@ -99,27 +102,29 @@ if pytest is not None and __name__ != "__main__":
         """The smoke (CI): the job runs until verl's FSDP workers and vLLM's model workers all hold
         device memory, each with phasealloc loaded."""
         need(False)
-        status, log, seen = run_verl(False, tmp_path, stop_when=all_roles_hold_memory)
-        missing = holders_without_phasealloc(seen)
-        assert not missing, "processes that held device memory without phasealloc: %s\n%s" % (missing, log[-6000:])
+        status, log, seen, records = run_verl(False, tmp_path, stop_when=all_roles_hold_memory)
+        # Stopped once every role held memory: not failed, not timed out.
+        assert status is None, (status, log[-6000:])
+        assert not refusals(log), refusals(log)
+        wrong = holders_not_running(seen, records, "phasealloc")
+        assert not wrong, "processes that held device memory without phasealloc: %s\n%s" % (wrong, log[-6000:])
         counts = holder_counts(seen)
         assert {name: counts.get(name, 0) for name in ROLES} == ROLES, (counts, status, log[-6000:])
 
     @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
     def test_verl_grpo_steps(native, tmp_path):
         need(native)
-        status, log, seen = run_verl(native, tmp_path)
+        status, log, seen, records = run_verl(native, tmp_path)
         assert status == 0, log[-12000:]
         steps = {int(s) for s in re.findall(r"step:(\d+) - ", log)}
         assert set(range(1, STEPS + 1)) <= steps, log[-6000:]
         counts = holder_counts(seen)
         assert {name: counts.get(name, 0) for name in ROLES} == ROLES, (counts, seen)
+        wrong = holders_not_running(seen, records, "native" if native else "phasealloc")
+        assert not wrong, "processes that held device memory with another allocator: %s" % wrong
         if native:
-            assert not any(v[2] for v in seen.values()), "phasealloc loaded in a --native job"
             return
-        assert "not enabled" not in log, log[-6000:]
-        missing = holders_without_phasealloc(seen)
-        assert not missing, "processes that held device memory without phasealloc: %s" % missing
+        assert not refusals(log), refusals(log)
         # Every device-memory holder left its trace, named by its role.
         traces = sorted(os.listdir(tmp_path / "traces"))
         holders = {pid: v[0] for pid, v in seen.items() if v[1]}

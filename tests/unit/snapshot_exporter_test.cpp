@@ -148,19 +148,19 @@ TEST(SnapshotExporterTest, RefusesAnInvalidTrace) {
 TEST(SnapshotExporterTest, RealSnapshotSurvivesExportAndImport) {
 #ifdef PHASEALLOC_SHARED_TRACES_DIR
   const auto path = std::filesystem::path(PHASEALLOC_SHARED_TRACES_DIR) / "cs336_memory_forward_fp32_128.pickle";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no shared snapshots at " << path;
+  ASSERT_TRUE(std::filesystem::exists(path)) << "no snapshots at " << path << " (they ship in tests/data/snapshots)";
   const auto t = import_snapshot_file(path);
   ASSERT_TRUE(t.has_value()) << t.error().message();
   const trace back = reimport(t.value());
   EXPECT_EQ(alloc_free_sequence(back), alloc_free_sequence(t.value()));
 #else
-  GTEST_SKIP() << "built without PHASEALLOC_SHARED_TRACES_DIR";
+  FAIL() << "built without PHASEALLOC_SHARED_TRACES_DIR";
 #endif
 }
 
 // PyTorch's memory_viz reads the pickle with the standard library: check that it can.
 TEST(SnapshotExporterTest, PythonsPickleLoadsTheExport) {
-  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 on this machine";
+  ASSERT_EQ(std::system("command -v python3 >/dev/null 2>&1"), 0) << "no python3 on this machine (tools/dev.sh deps)";
   const auto path = std::filesystem::temp_directory_path() / "phasealloc_exporter_test.pickle";
   ASSERT_TRUE(export_snapshot_file(random_valid_trace(3, 200), path).has_value());
   const std::string script =

@@ -12,7 +12,8 @@ Without PHASEALLOC=1 (or PHASEALLOC_SIM_ADAPT=1: phasealloc-run --sim-gpu, which
 simulated GPU's adaptations, simcuda.torch_adapt) this module does nothing but read two
 environment variables.
 It must never break the process: every failure is caught and printed as one line on stderr.
-PHASEALLOC_CONF configures the library; PHASEALLOC_DETECT=0 turns phase detection off.
+PHASEALLOC_CONF configures the library; PHASEALLOC_DETECT=0 turns phase detection off;
+PHASEALLOC_TEST_RECORD_DIR (tests only) has each process record which allocator it runs (_test_record).
 """
 
 import os
@@ -48,14 +49,20 @@ def _main():
             simcuda.torch_adapt.install(_import_hooks.when_imported)
         except Exception as exc:
             _say("simulated-GPU adaptations not installed (%s: %s)" % (type(exc).__name__, exc))
-    if os.environ.get("PHASEALLOC", "") not in _ENABLED_VALUES:
-        return
-    try:
-        from phasealloc import _import_hooks
+    if os.environ.get("PHASEALLOC", "") in _ENABLED_VALUES:
+        try:
+            from phasealloc import _import_hooks
 
-        _import_hooks.when_imported("torch", _on_torch_imported)
-    except Exception as exc:
-        _say("start-up hook failed (%s: %s); this process uses PyTorch's own allocator" % (type(exc).__name__, exc))
+            _import_hooks.when_imported("torch", _on_torch_imported)
+        except Exception as exc:
+            _say("start-up hook failed (%s: %s); this process uses PyTorch's own allocator" % (type(exc).__name__, exc))
+    if os.environ.get("PHASEALLOC_TEST_RECORD_DIR"):  # tests: which allocator ran, asked inside (_test_record)
+        try:
+            from phasealloc import _import_hooks, _test_record
+
+            _import_hooks.when_imported("torch", _test_record.on_torch_imported)
+        except Exception as exc:
+            _say("test record hook failed (%s: %s)" % (type(exc).__name__, exc))
 
 
 _main()
