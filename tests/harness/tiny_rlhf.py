@@ -52,6 +52,6 @@ def trained(trainer):
     import torch
 
     trainer.train()
-    return {"steps": trainer.state.global_step,
-            "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
-            "allocator": torch.cuda.get_allocator_backend()}
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    return {"steps": trainer.state.global_step, "losses": [h["loss"] for h in logged],
+            "grad_norms": [h.get("grad_norm") for h in logged], "allocator": torch.cuda.get_allocator_backend()}

@@ -283,56 +283,89 @@ def scenario_moe_routes_by_value():
             "counts_gpu": counts(gpu.router_logits), "counts_cpu": counts(cpu.router_logits)}
 
 
-def grpo_three_steps(**config):
-    """TRL's GRPOTrainer, unmodified, with a Python reward function; `config` adds GRPOConfig keys."""
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = GRPOConfig(num_generations=4, max_completion_length=16, **config, **common_args(model_dir))
-    return trained(GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
-                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+# TRL's trainers, unmodified, on the tiny Llama: each builder takes the saved model and tokenizer and
+# returns make(use_cpu), which builds the trainer on the CPU or on the device from the same model
+# and seed. scenario_trl_NAME_three_steps trains on the device (the dry-run tests run it as a job);
+# scenario_trl_NAME_against_the_cpu trains on the CPU first (the reference: PyTorch's CPU kernels, no
+# simulator involved), then on the device, in this process.
 
 
-def scenario_trl_grpo_three_steps():
-    return grpo_three_steps()
+def grpo_builder(**config):
+    """GRPOTrainer with a Python reward function; `config` adds GRPOConfig keys."""
+    def build(model_dir, tokenizer):
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+
+        def make(use_cpu):
+            args = GRPOConfig(num_generations=4, max_completion_length=16, use_cpu=use_cpu, **config,
+                              **common_args(model_dir))
+            return GRPOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
+                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer)
+        return make
+    return build
 
 
-def scenario_trl_grpo_with_reference_three_steps():
-    """GRPO with a KL term (beta > 0): a reference model scores every batch under no_grad."""
-    return grpo_three_steps(beta=0.04)
-
-
-def scenario_trl_rloo_three_steps():
+def rloo_builder(model_dir, tokenizer):
     from datasets import Dataset
     from trl import RLOOConfig, RLOOTrainer
 
-    model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = RLOOConfig(num_generations=4, max_completion_length=16, **common_args(model_dir))
-    return trained(RLOOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
-                               train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer))
+    def make(use_cpu):
+        args = RLOOConfig(num_generations=4, max_completion_length=16, use_cpu=use_cpu, **common_args(model_dir))
+        return RLOOTrainer(model=model_dir, reward_funcs=reward_length, args=args,
+                           train_dataset=Dataset.from_dict({"prompt": prompts()}), processing_class=tokenizer)
+    return make
 
 
-def scenario_trl_sft_three_steps():
+def sft_builder(model_dir, tokenizer):
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = SFTConfig(max_length=32, **common_args(model_dir))
     texts = [p + " w1 w2 w3 <eos>" for p in prompts()]
-    return trained(SFTTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict({"text": texts}),
-                              processing_class=tokenizer))
+
+    def make(use_cpu):
+        args = SFTConfig(max_length=32, use_cpu=use_cpu, **common_args(model_dir))
+        return SFTTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict({"text": texts}),
+                          processing_class=tokenizer)
+    return make
 
 
-def scenario_trl_dpo_three_steps():
+def dpo_builder(model_dir, tokenizer):
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    model_dir, tokenizer = tiny_llama_and_tokenizer()
-    args = DPOConfig(max_length=32, **common_args(model_dir))
     data = {"prompt": prompts(), "chosen": [" w5 w6" for _ in range(32)], "rejected": [" w9" for _ in range(32)]}
-    return trained(DPOTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict(data),
-                              processing_class=tokenizer))
+
+    def make(use_cpu):
+        args = DPOConfig(max_length=32, use_cpu=use_cpu, **common_args(model_dir))
+        return DPOTrainer(model=model_dir, args=args, train_dataset=Dataset.from_dict(data), processing_class=tokenizer)
+    return make
+
+
+TRAINERS = {
+    "grpo": grpo_builder(),
+    "grpo_with_reference": grpo_builder(beta=0.04),  # a KL term: a reference model scores each batch
+    "rloo": rloo_builder,
+    "sft": sft_builder,
+    "dpo": dpo_builder,
+}
+
+
+def on_the_device(build):
+    return trained(build(*tiny_llama_and_tokenizer())(False))
+
+
+def on_the_cpu_and_the_device(build):
+    """The device run's steps, losses, grad norms and allocator, and the CPU reference's beside them."""
+    make = build(*tiny_llama_and_tokenizer())
+    reference = trained(make(True))
+    device = trained(make(False))
+    return {**device, "cpu_steps": reference["steps"], "cpu_losses": reference["losses"],
+            "cpu_grad_norms": reference["grad_norms"]}
+
+
+for _name, _build in TRAINERS.items():
+    globals()["scenario_trl_%s_three_steps" % _name] = lambda build=_build: on_the_device(build)
+    globals()["scenario_trl_%s_against_the_cpu" % _name] = lambda build=_build: on_the_cpu_and_the_device(build)
 
 
 if __name__ == "__main__":
