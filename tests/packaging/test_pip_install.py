@@ -5,6 +5,7 @@ of memory is torch.cuda.OutOfMemoryError (the c10 companion was built against th
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -159,8 +160,13 @@ def test_an_isolated_pip_wheel_has_the_bridge_and_works_where_it_is_installed(tm
     if os.environ.get("PHASEALLOC_REQUIRE_PIP_INSTALL") != "1":
         pytest.skip("builds phasealloc once more (minutes): run by tools/dev.sh test")
     wheels = tmp_path / "wheels"
+    # A fresh build folder inside the checkout, emptied first (nothing configured before is reused),
+    # at the same path in every run: with tools/dev.sh's ccache (sources hashed relative to the
+    # checkout) its compiles are cache hits from the second run on, in any clone.
+    build_dir = os.path.join(torch_harness.REPO, "build", "pip-isolated-test")
+    shutil.rmtree(build_dir, ignore_errors=True)
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                            "--config-settings=build-dir=" + str(tmp_path / "build"), torch_harness.REPO],
+                            "--config-settings=build-dir=" + build_dir, torch_harness.REPO],
                            capture_output=True, text=True, timeout=3000)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
     wheel = glob.glob(str(wheels / "phasealloc-*.whl"))
