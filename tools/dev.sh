@@ -264,7 +264,9 @@ demo() {
 # runs the installed commands, and builds an isolated wheel too). Without build isolation here: the
 # venv has the build tools already, and the isolated path is the test's.
 pip_install() {
-  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps "$root"
+  # In build/pip, where tests/packaging's isolated wheel builds again: the same compiles, so ccache
+  # answers that build's.
+  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps --config-settings=build-dir=build/pip "$root"
 }
 
 release_tests() {  # extra ctest arguments...
