@@ -266,7 +266,7 @@ demo() {
 pip_install() {
   # In build/pip, where tests/packaging's isolated wheel builds again: the same compiles, so ccache
   # answers that build's.
-  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps --config-settings=build-dir=build/pip "$root"
+  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps --config-settings=build-dir="$root/build/pip" "$root"
 }
 
 release_tests() {  # extra ctest arguments...
