@@ -17,6 +17,10 @@ for candidate in chromium chromium-browser; do
   fi
 done
 if [ -z "$browser" ]; then
+  if [ "${PHASEALLOC_NO_SKIP:-}" = 1 ]; then  # tools/dev.sh test: a skip is a failure there
+    echo "FAIL: chromium not installed (tools/dev.sh deps installs it), and PHASEALLOC_NO_SKIP=1"
+    exit 1
+  fi
   echo "SKIP: chromium not installed (tools/dev.sh deps installs it)"
   exit 77
 fi
