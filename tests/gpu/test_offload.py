@@ -115,6 +115,23 @@ def scenario_host_buffer(torch, phasealloc):
         assert torch.equal(host, src.cpu())
         buf.release(s)
     assert phasealloc.host_stats()["num_host_alloc"] == 1
+    # The views share the buffer's memory: a float32 view and the raw bytes (uint8) over the same
+    # address, what one writes the other reads; after release, tensor() is refused with the reason.
+    buf = phasealloc.host_buffer(4 * 1000 + 2)
+    floats = buf.tensor(torch.float32)
+    assert floats.shape == (1000,) and floats.data_ptr() == buf.ptr and floats.device.type == "cpu"
+    floats.copy_(torch.arange(1000, dtype=torch.float32))
+    raw = buf.tensor()
+    assert raw.dtype == torch.uint8 and raw.numel() == 4002 and raw.data_ptr() == buf.ptr
+    assert bytes(raw[28:32].tolist()) == torch.tensor([7.0]).numpy().tobytes()
+    raw[0:4] = torch.tensor([0, 0, 128, 63], dtype=torch.uint8)  # 1.0f, little endian
+    assert float(floats[0]) == 1.0
+    buf.release()
+    try:
+        buf.tensor()
+        raise AssertionError("tensor() of a released host buffer was not refused")
+    except phasealloc.PhaseallocError as e:
+        assert "after release" in str(e), str(e)
 
 
 SCENARIOS = scenarios(globals())

@@ -385,37 +385,3 @@ def test_host_stats_and_trim_host_from_the_package(lib):
     phasealloc.trim_host()  # every device
     with pytest.raises(phasealloc.PhaseallocError, match="out of range"):
         phasealloc.trim_host(-3)
-
-
-def test_host_buffer_tensor_shares_the_memory_with_real_torch():
-    out = run_python("""
-import ctypes, os, sys
-try:
-    import torch
-except ImportError:
-    print("NO TORCH"); sys.exit(0)
-if getattr(torch, "__fake__", False):
-    print("NO TORCH"); sys.exit(0)
-import phasealloc
-phasealloc.load(os.environ["PHASEALLOC_LIBRARY"])
-buf = phasealloc.host_buffer(4 * 1000 + 2)
-t = buf.tensor(torch.float32)
-assert t.shape == (1000,) and t.dtype == torch.float32 and t.device.type == "cpu"
-assert t.data_ptr() == buf.ptr
-t.copy_(torch.arange(1000, dtype=torch.float32))
-assert ctypes.string_at(buf.ptr + 4 * 7, 4) == torch.tensor([7.0]).numpy().tobytes()
-raw = buf.tensor()
-assert raw.dtype == torch.uint8 and raw.numel() == 4002
-raw[0:4] = torch.tensor([0, 0, 128, 63], dtype=torch.uint8)  # 1.0f, little endian
-assert float(t[0]) == 1.0
-buf.release()
-try:
-    buf.tensor()
-except phasealloc.PhaseallocError as e:
-    print("AFTER", e)
-print("TORCH OK")
-""", conf="device:model")
-    assert out.returncode == 0, out.stdout + out.stderr
-    if "NO TORCH" in out.stdout:
-        pytest.skip("torch is not importable: host_buffer.tensor() needs it")
-    assert "TORCH OK" in out.stdout and "after release" in out.stdout
