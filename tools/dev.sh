@@ -15,7 +15,7 @@
 #   tools/dev.sh build   only configure and build (build/)
 #   tools/dev.sh matrix  the swap suite on each other torch release the frameworks pin, in the
 #                        frameworks' own venvs (verl's 2.11.0, OpenRLHF's 2.13.0, vLLM's 2.14.0):
-#                        the bridge built against each, the suite on the release build's
+#                        the bridge built against each, the suite and the wheel-surface test on the release build's
 #                        simulated GPU; part of `test` unless SKIP_MATRIX=1
 #   tools/dev.sh vllm    vLLM 0.33 as a rollout engine on the simulated GPU: its venv
 #                        (PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33, from
@@ -234,7 +234,8 @@ matrix() {
     (PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
       PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
       "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-      tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py > "$logs/$version.log" 2>&1
+      tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py tools/simcuda/tests/test_surface.py \
+      > "$logs/$version.log" 2>&1
      echo $? > "$logs/$version.status") &
   done
   wait
@@ -416,11 +417,11 @@ venv_surfaces() {  # label, venv
     "$2/bin/python" -m pytest -q -p no:cacheprovider tools/simcuda/tests/test_surface.py
 }
 
-# Every checked-in surface compared with an installed wheel: the surface tests in each framework's
-# venv (the main venv's ran in ctest), then no surface left that none of them compared.
+# Every checked-in surface compared with an installed wheel: the surface tests ran in each framework's
+# venv (with the matrix's swap suite) and in the main venv (ctest's simcuda_torch); none is left that
+# none of them compared.
 surfaces_checked() {
-  local venv surface missing=()
-  for venv in $(matrix_venvs); do venv_surfaces "$(basename "$venv")" "$venv"; done
+  local surface missing=()
   for surface in tools/simcuda/surface/torch-*.txt tools/simcuda/surface/package-*.txt; do
     grep -qxF "$(basename "$surface")" "$PHASEALLOC_SURFACES_CHECKED" || missing+=("$surface")
   done
