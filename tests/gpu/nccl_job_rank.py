@@ -96,13 +96,12 @@ def initial_full_params(mode, world):
             for name in inits[0]}
 
 
-def cpu_reference(mode, world):
-    """The same training in one process on the CPU: per step, each rank's batch's loss divided by
-    the world size (the data-parallel average of the gradients), then AdamW. Returns the final
-    parameters and each rank's per-step losses."""
+def cpu_reference(initial, world):
+    """The same training in one process on the CPU from the full parameters `initial`: per step,
+    each rank's batch's loss divided by the world size (the data-parallel average of the gradients),
+    then AdamW. Returns the final parameters and each rank's per-step losses."""
     model = tiny_llama(0)
     with torch.no_grad():
-        initial = initial_full_params(mode, world)
         for name, p in model.named_parameters():
             p.copy_(initial[name])
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
@@ -115,7 +114,7 @@ def cpu_reference(mode, world):
             losses[r].append(loss.item())
         optimizer.step()
         optimizer.zero_grad()
-    return {name: p.detach().clone() for name, p in model.named_parameters()}, initial, losses
+    return {name: p.detach().clone() for name, p in model.named_parameters()}, losses
 
 
 def allocator_in_use():
@@ -199,15 +198,15 @@ def main(mode, out_dir):
     result["steps"] = len(losses)
     result["losses"] = losses
 
-    reference, reference_initial, reference_losses = cpu_reference(mode, world)
+    reference, reference_losses = cpu_reference(initial, world)
     result["reference_losses"] = reference_losses[rank]
     if mode == "ddp":
-        result["trained"] = compare_full_params(dict(model.module.named_parameters()), reference, reference_initial)
+        result["trained"] = compare_full_params(dict(model.module.named_parameters()), reference, initial)
     elif mode == "fsdp2":
-        result["trained"] = unsharded(model, lambda full: compare_full_params(full, reference, reference_initial))
+        result["trained"] = unsharded(model, lambda full: compare_full_params(full, reference, initial))
     else:
         result["trained"] = zero_gathered(model, stage, lambda full: compare_full_params(
-            full, reference, reference_initial))
+            full, reference, initial))
     result["allocator_at_end"] = allocator_in_use()
     with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
