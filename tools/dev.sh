@@ -402,7 +402,7 @@ vllm_env() {
 # `matrix` does).
 venv_bridge() {  # label, venv
   local version torch_dir
-  version=$("$2/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  version=$(torch_version "$2")
   torch_dir=$("$2/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
   log "$1: the bridge built against torch $version ($build_dir/torch-$version)"
   configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
@@ -457,7 +457,7 @@ verl_env() {
 verl_test() {
   verl_env
   local version
-  version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  version=$(torch_version "$verl_venv_dir")
   venv_surfaces verl "$verl_venv_dir"
   log "verl: verl's PPO job on 2 simulated GPUs, both allocators (tests/gpu/test_verl.py)"
   PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$version/interpose/libphasealloc_torch.so" \
@@ -517,8 +517,8 @@ frameworks_smoke() {
   local verl_version openrlhf_version
   verl_env
   openrlhf_env
-  verl_version=$("$verl_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
-  openrlhf_version=$("$openrlhf_venv_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+  verl_version=$(torch_version "$verl_venv_dir")
+  openrlhf_version=$(torch_version "$openrlhf_venv_dir")
   log "frameworks: verl's and OpenRLHF's workers swap in phasealloc (the smokes of test_verl.py, test_openrlhf.py)"
   PHASEALLOC_VERL_VENV="$verl_venv_dir" PHASEALLOC_VERL_LIBRARY="$root/$build_dir/torch-$verl_version/interpose/libphasealloc_torch.so" \
     PHASEALLOC_OPENRLHF_VENV="$openrlhf_venv_dir" \
