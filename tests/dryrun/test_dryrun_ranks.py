@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 from test_dryrun import dryrun
+from torch_harness import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -28,8 +29,7 @@ def nccl_model_bytes(channels):
 
 
 def torchrun(world, script, *args):
-    port = 29500 + (os.getpid() * 13 + len(args)) % 2000
-    return ["-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(port), script] + \
+    return ["-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(free_port()), script] + \
         [str(a) for a in args]
 
 
@@ -133,7 +133,7 @@ def test_fsdp2_example_sharded_across_four_ranks_at_values_off(tmp_path):
     larger than the machine: every rank runs its steps, is traced with training and optimizer
     phases, and holds the same memory (equal shards)."""
     job = ["-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port",
-           str(29500 + (os.getpid() * 17) % 2000), "-m", "phasealloc.examples.fsdp2_llama", "--shape", "tiny",
+           str(free_port()), "-m", "phasealloc.examples.fsdp2_llama", "--shape", "tiny",
            "--seq", "64", "--steps", "2"]
     out = dryrun(["--values", "off", "--gpu", "8GiB", "--gpus", "4", "--json", "--html", ""], job)
     assert out.returncode == 0, out.stderr[-6000:]

@@ -14,7 +14,7 @@ import random
 import subprocess
 import sys
 
-from torch_harness import MIB, bridges, child_env, child_main, gpu_skip_reason, launcher, on_simulator, run, scenarios
+from torch_harness import MIB, bridges, child_env, child_main, free_port, gpu_skip_reason, launcher, on_simulator, run, scenarios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -247,7 +247,7 @@ if pytest is not None and __name__ != "__main__":
     def test_torchrun_two_ranks_on_gloo(tmp_path):
         env = child_env("device:cuda_vmm")
         out = subprocess.run(launcher() + ["--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                                           "--master-port", str(29500 + os.getpid() % 1000),
+                                           "--master-port", str(free_port()),
                                            os.path.join(HERE, "torchrun_rank.py"), str(tmp_path)],
                              env=env, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]

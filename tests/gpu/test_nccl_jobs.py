@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from torch_harness import bridges, child_env, gpu_skip_reason, launcher, on_simulator
+from torch_harness import bridges, child_env, free_port, gpu_skip_reason, launcher, on_simulator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -53,7 +53,7 @@ def run_job(mode, world, native, out_dir):
     if native:
         command.append("--native")
     command += ["--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
-                "--master-port", str(29500 + (os.getpid() * 7 + world + (2 if native else 0)) % 2000),
+                "--master-port", str(free_port()),
                 os.path.join(HERE, "nccl_job_rank.py"), mode, str(out_dir)]
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-8000:]

@@ -18,13 +18,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from torch_harness import bridges, child_env, gpu_skip_reason, launcher, on_simulator
+from torch_harness import bridges, child_env, free_port, gpu_skip_reason, launcher, on_simulator
 
 try:
     import pytest
@@ -48,12 +47,6 @@ def ray_env():
     env["RAY_AUTH_MODE"] = "disabled"
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     return env
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def check_workers(out_path, roles):

@@ -16,19 +16,26 @@ JSON-able value (None when asserting is all they do), and ends with
 `if __name__ == "__main__": child_main(globals())`, or child_main(globals(), "torch", "phasealloc")
 to have those modules imported in the child and passed to every scenario. The child prints
 "RESULT <json>" when the scenario returned. run(file, name, ...) starts `python FILE NAME` through
-phasealloc-run and returns that value; a child that failed fails the test with its output.
+phasealloc-run and returns that value; a child that failed fails the test with its output. The
+child is forked from a warm server (fork_server.py: torch imported once per launcher, interpreter
+and environment), which behaves as the fresh process and starts in a third of its time;
+PHASEALLOC_HARNESS_FORK=0 starts a fresh process per scenario instead.
 
 Missing pieces (torch, a build, a GPU) skip with the reason, except when SIMCUDA_REQUIRE=1 (CI sets
 it): then a missing piece of the simulator tests is a failure, so CI never passes by skipping.
 """
 
+import atexit
+import collections
 import glob
 import importlib
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))  # tests/harness/ -> the repository
@@ -159,6 +166,14 @@ def gpu_skip_reason():
     return None
 
 
+def free_port():
+    """A TCP port no one listens on now (the OS picks it): a job's rendezvous or a Ray head. A port
+    derived from the test's own numbers collides with the previous job's, still in TIME_WAIT."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
 # --- starting children --------------------------------------------------------------------------
 
 
@@ -202,12 +217,103 @@ def run(test_file, scenario, sim_gpu="80GiB", native=True, conf=None, bridge="au
         skip_or_fail()
     child = child_env(conf, bridge, sim=True if sim_gpu is not None else None)
     child.update(env or {})
-    command = launcher(sim_gpu) + (["--native"] if native else [])
-    command += ["--", python or sys.executable, os.path.abspath(test_file), scenario]
-    out = subprocess.run(command, env=child, capture_output=True, text=True, timeout=timeout)
+    prefix = launcher(sim_gpu) + (["--native"] if native else []) + ["--", python or sys.executable]
+    out = _run_child(prefix, child, os.path.abspath(test_file), [scenario], timeout)
     if not expect_ok:
         return out
     return result(out, scenario if conf is None else "%s (%r, bridge %s)" % (scenario, conf, bridge))
+
+
+class _fork_server:
+    """A started tests/harness/fork_server.py: torch imported once, a forked child per scenario."""
+
+    def __init__(self, prefix, env):
+        request_read, self.request_ = os.pipe()
+        self.answer_, answer_write = os.pipe()
+        out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
+        command = prefix + [os.path.join(HERE, "fork_server.py"), str(request_read), str(answer_write)]
+        self.process_ = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         pass_fds=(request_read, answer_write))
+        os.close(request_read)
+        os.close(answer_write)
+        self.requests_ = os.fdopen(self.request_, "w")
+        self.answers_ = os.fdopen(self.answer_, "r")
+        self.ready_ = self.answers_.readline().strip() == "ready"
+        # What the start-up printed (the simulated GPU's banner, warnings at import): a fresh
+        # process prints it first, so every child's output begins with it.
+        self.startup_ = []
+        for file in (out, err):
+            file.seek(0)
+            self.startup_.append(file.read())
+            file.close()
+
+    def run(self, command, file, args, timeout):
+        """The finished child as subprocess.run(command, capture_output=True, text=True) returns it;
+        None when the server is gone (the caller starts a fresh process instead)."""
+        with tempfile.TemporaryDirectory() as folder:
+            request = {"file": file, "args": args, "cwd": os.getcwd(), "timeout_s": timeout,
+                       "stdout": os.path.join(folder, "stdout"), "stderr": os.path.join(folder, "stderr")}
+            try:
+                self.requests_.write(json.dumps(request) + "\n")
+                self.requests_.flush()
+                answer = self.answers_.readline()
+            except OSError:
+                return None
+            if not answer:
+                return None
+            answer = json.loads(answer)
+            with open(request["stdout"]) as out, open(request["stderr"]) as err:
+                stdout, stderr = self.startup_[0] + out.read(), self.startup_[1] + err.read()
+        if answer["timed_out"]:
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(command, answer["returncode"], stdout, stderr)
+
+    def close(self):
+        for pipe in (self.requests_, self.answers_):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            self.process_.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process_.kill()
+            self.process_.wait()
+
+
+_servers = collections.OrderedDict()  # least recently used first
+_MAX_SERVERS = 6  # each holds an imported torch (about 300 MiB of its own)
+
+
+def _close_servers():
+    for server in _servers.values():
+        server.close()
+    _servers.clear()
+
+
+atexit.register(_close_servers)
+
+
+def _run_child(prefix, env, file, args, timeout):
+    """Runs `PREFIX FILE ARGS...` (prefix: the launcher and the interpreter) with env and returns the
+    finished process. Through a fork server for that prefix and environment (fork_server.py) unless
+    PHASEALLOC_HARNESS_FORK=0 or the server did not start, which leaves a fresh process."""
+    command = prefix + [file] + args
+    if os.environ.get("PHASEALLOC_HARNESS_FORK", "1") != "0":
+        env = {name: value for name, value in env.items() if name != "PYTEST_CURRENT_TEST"}  # set per test
+        key = (tuple(prefix), tuple(sorted(env.items())))
+        server = _servers.get(key)
+        if server is None:
+            while len(_servers) >= _MAX_SERVERS:
+                _servers.popitem(last=False)[1].close()
+            server = _servers[key] = _fork_server(prefix, env)
+        _servers.move_to_end(key)
+        out = server.run(command, file, args, timeout) if server.ready_ else None
+        if out is not None:
+            return out
+        server.close()
+        del _servers[key]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def result(out, scenario):
