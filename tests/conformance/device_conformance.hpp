@@ -10,8 +10,9 @@
 // A factory that cannot make its device (no GPU, no driver) returns the reason, and every test
 // of that device skips with it. Include this header in exactly one file per test binary.
 //
-// The suite only reserves, maps and queries: it never touches device memory, so it runs on the
-// model device and on a fake driver as well as on a GPU. On a real GPU free_bytes() also moves with other
+// The suite only reserves, maps, offloads and queries: it never reads or writes device memory, so
+// it runs on the model device and on a fake driver as well as on a GPU (the bytes an offload moves
+// are checked by tests/unit/cuda_vmm_offload_test.cpp). On a real GPU free_bytes() also moves with other
 // processes and with the driver's own bookkeeping, so its checks allow slack there
 // (device_factory::exact_free_bytes = false).
 #pragma once
@@ -234,6 +235,62 @@ TEST_P(DeviceConformanceTest, MapAndUnmapAreNotSupportedWithoutVirtualReserve) {
   EXPECT_EQ(dev().map(base.value(), segment()), errc::not_supported);
   EXPECT_EQ(dev().unmap(base.value(), segment()), errc::not_supported);
   EXPECT_EQ(dev().release(base.value(), segment()), errc::ok);
+}
+
+TEST_P(DeviceConformanceTest, OffloadIsNotSupportedWithoutHostBacking) {
+  if (caps().has_host_backing) GTEST_SKIP() << "the device has host backing";
+  auto base = acquire(segment());
+  ASSERT_TRUE(base) << to_string(base.error());
+  const byte_range live[] = {{base.value(), 64}};
+  EXPECT_EQ(dev().offload(base.value(), segment(), live, {}), errc::not_supported);
+  EXPECT_EQ(dev().restore(base.value(), segment(), live, {}), errc::not_supported);
+  EXPECT_EQ(dev().host_backed_bytes(), 0u);
+  give_back(base.value(), segment());
+}
+
+TEST_P(DeviceConformanceTest, OffloadAndRestoreKeepTheBooks) {
+  if (!caps().has_host_backing) GTEST_SKIP() << "the device has no host backing";
+  const std::size_t bytes = 2 * segment();
+  auto base = acquire(bytes);
+  ASSERT_TRUE(base) << to_string(base.error());
+  const device_address at = base.value();
+  const byte_range live[] = {{at + 100, 1000}, {at + segment(), 4096}};
+  const byte_range outside[] = {{at + bytes, 1}};
+  EXPECT_EQ(dev().offload(at, bytes, outside, {}), errc::invalid_argument);  // a live range outside
+  const std::size_t free_before = dev().free_bytes();
+  ASSERT_EQ(dev().offload(at, bytes, live, {}), errc::ok) << dev().last_failure();
+  EXPECT_EQ(dev().host_backed_bytes(), bytes);
+  expect_free_bytes_near(dev().free_bytes(), free_before + bytes);  // the device memory went back
+  EXPECT_EQ(dev().moved().to_host, 1000u + 4096u);                  // live bytes only
+  EXPECT_EQ(dev().offload(at, bytes, live, {}), errc::invalid_argument);   // already on the host
+  EXPECT_EQ(dev().restore(at, segment(), live, {}), errc::invalid_argument);  // not the whole range
+  ASSERT_EQ(dev().restore(at, bytes, live, {}), errc::ok) << dev().last_failure();
+  EXPECT_EQ(dev().host_backed_bytes(), 0u);
+  EXPECT_EQ(dev().moved().to_device, 1000u + 4096u);
+  EXPECT_EQ(dev().restore(at, bytes, live, {}), errc::invalid_argument);  // nothing offloaded there
+  give_back(at, bytes);
+}
+
+TEST_P(DeviceConformanceTest, ARestoreWithoutMemoryChangesNothing) {
+  if (!caps().has_host_backing) GTEST_SKIP() << "the device has no host backing";
+  auto base = acquire(segment());
+  ASSERT_TRUE(base) << to_string(base.error());
+  ASSERT_EQ(dev().offload(base.value(), segment(), {}, {}), errc::ok) << dev().last_failure();
+  // Every byte of the device taken by another reservation, page by page.
+  const std::size_t filler_bytes = round_up(caps().capacity_bytes + segment(), granule());
+  auto filler = dev().reserve(filler_bytes);
+  ASSERT_TRUE(filler) << to_string(filler.error());
+  std::size_t filled = 0;
+  while (filled < filler_bytes && dev().map(filler.value() + filled, granule()) == errc::ok) filled += granule();
+  EXPECT_EQ(dev().restore(base.value(), segment(), {}, {}), errc::out_of_memory);
+  EXPECT_EQ(dev().host_backed_bytes(), segment());  // still offloaded, still restorable
+  if (filled > 0) {
+    EXPECT_EQ(dev().unmap(filler.value(), filled), errc::ok);
+  }
+  EXPECT_EQ(dev().release(filler.value(), filler_bytes), errc::ok);
+  EXPECT_EQ(dev().restore(base.value(), segment(), {}, {}), errc::ok) << dev().last_failure();
+  EXPECT_EQ(dev().host_backed_bytes(), 0u);
+  give_back(base.value(), segment());
 }
 
 TEST_P(DeviceConformanceTest, VirtualReserveTakesNoMemory) {

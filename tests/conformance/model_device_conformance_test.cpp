@@ -19,6 +19,10 @@ model_device_config vmm_like() {  // cuMem-like: reserve is address space, map/u
   return {.capacity_bytes = 1 * gib, .granularity_bytes = 2 * mib, .virtual_memory = true};
 }
 
+model_device_config vmm_like_host_backed() {  // cuMem-like with host-located memory (offload)
+  return {.capacity_bytes = 1 * gib, .granularity_bytes = 2 * mib, .virtual_memory = true, .host_backing = true};
+}
+
 model_device_config runtime_like_fine_grained() {  // cuda_runtime_device's 512-byte granularity, odd capacity
   return {.capacity_bytes = 64 * mib + 3 * 512, .granularity_bytes = 512, .virtual_memory = false};
 }
@@ -26,6 +30,7 @@ model_device_config runtime_like_fine_grained() {  // cuda_runtime_device's 512-
 INSTANTIATE_TEST_SUITE_P(Model, DeviceConformanceTest,
                          ::testing::Values(model_factory("runtime_like", runtime_like()),
                                            model_factory("vmm_like", vmm_like()),
+                                           model_factory("vmm_like_host_backed", vmm_like_host_backed()),
                                            model_factory("runtime_like_512", runtime_like_fine_grained())),
                          device_factory_name);
 

@@ -46,14 +46,26 @@ struct cuda_driver_api {
   PFN_cuEventQuery_v2000 event_query = nullptr;
   PFN_cuEventSynchronize_v2000 event_synchronize = nullptr;
   PFN_cuEventDestroy_v4000 event_destroy = nullptr;
+  // Offload (cuda_vmm_offload.cpp): optional; without them the device has no host backing.
+  PFN_cuStreamCreate_v2000 stream_create = nullptr;
+  PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
+  PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
+  PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
+  PFN_cuMemcpyAsync_v4000 memcpy_async = nullptr;
 };
+
+/// Whether `api` has the optional entries that offload needs.
+inline bool has_offload_entries(const cuda_driver_api& api) noexcept {
+  return api.stream_create != nullptr && api.stream_destroy != nullptr && api.stream_wait_event != nullptr &&
+         api.stream_synchronize != nullptr && api.memcpy_async != nullptr;
+}
 
 /// Fills `api` from the installed driver through cudaGetDriverEntryPointByVersion (the CUDA
 /// runtime finds libcuda at run time: nothing links it). not_supported, with `why`, when there is
 /// no driver or it lacks a symbol.
 errc resolve_cuda_driver_api(cuda_driver_api& api, std::string& why) noexcept;
 
-/// The first member of `api` that is null, or nullptr when the table is complete.
+/// The first required member of `api` that is null, or nullptr when the table is complete.
 const char* missing_cuda_driver_entry(const cuda_driver_api& api) noexcept;
 
 }  // namespace phasealloc::detail

@@ -54,6 +54,7 @@
 
 #include "cuda_driver_api.hpp"
 #include "cuda_runtime_util.hpp"
+#include "cuda_vmm_state.hpp"
 
 namespace phasealloc {
 
@@ -92,6 +93,23 @@ errc resolve_cuda_driver_api(cuda_driver_api& api, std::string& why) noexcept {
       {"cuEventSynchronize", 2000, reinterpret_cast<void**>(&api.event_synchronize)},
       {"cuEventDestroy", 4000, reinterpret_cast<void**>(&api.event_destroy)},
   };
+  const entry optional_entries[] = {  // offload's: a driver without them still serves the rest
+      {"cuStreamCreate", 2000, reinterpret_cast<void**>(&api.stream_create)},
+      {"cuStreamDestroy", 4000, reinterpret_cast<void**>(&api.stream_destroy)},
+      {"cuStreamWaitEvent", 3020, reinterpret_cast<void**>(&api.stream_wait_event)},
+      {"cuStreamSynchronize", 2000, reinterpret_cast<void**>(&api.stream_synchronize)},
+      {"cuMemcpyAsync", 4000, reinterpret_cast<void**>(&api.memcpy_async)},
+  };
+  for (const entry& e : optional_entries) {
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t r = cudaGetDriverEntryPointByVersion(e.symbol, e.slot, e.version, cudaEnableDefault, &status);
+#else
+    const cudaError_t r = cudaGetDriverEntryPoint(e.symbol, e.slot, cudaEnableDefault, &status);
+#endif
+    if (r != cudaSuccess) (void)cudaGetLastError();
+    if (r != cudaSuccess || status != cudaDriverEntryPointSuccess) *e.slot = nullptr;
+  }
   for (const entry& e : entries) {
     cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
@@ -149,127 +167,8 @@ const char* missing_cuda_driver_entry(const cuda_driver_api& api) noexcept {
 
 }  // namespace detail
 
-namespace {
-
 using detail::cuda_driver_api;
-
-errc to_errc(CUresult r) noexcept {
-  switch (r) {
-    case CUDA_SUCCESS: return errc::ok;
-    case CUDA_ERROR_OUT_OF_MEMORY: return errc::out_of_memory;
-    case CUDA_ERROR_NOT_SUPPORTED: return errc::not_supported;
-    default: return errc::device_refused;
-  }
-}
-
-std::string error_name(const cuda_driver_api& api, CUresult r) {
-  const char* name = nullptr;
-  if (api.get_error_name != nullptr && api.get_error_name(r, &name) == CUDA_SUCCESS && name != nullptr) return name;
-  return fmt::format("CUresult {}", static_cast<int>(r));
-}
-
-/// True for the cuInit answers that mean "no usable GPU here" rather than "a GPU misbehaved".
-bool means_no_gpu(CUresult r) noexcept {
-  return r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY || r == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH ||
-         r == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE || r == CUDA_ERROR_NOT_INITIALIZED;
-}
-
-CUdeviceptr to_ptr(device_address addr) noexcept { return static_cast<CUdeviceptr>(addr); }
-
-/// Makes `ctx` current for a scope when it is not already (cuCtxPushCurrent / cuCtxPopCurrent).
-class scoped_context {
- public:
-  scoped_context(const cuda_driver_api& api, CUcontext ctx) noexcept : api_(api) {
-    CUcontext current = nullptr;
-    if (api.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
-    pushed_ = api.ctx_push_current(ctx) == CUDA_SUCCESS;
-  }
-  ~scoped_context() {
-    if (!pushed_) return;
-    CUcontext popped = nullptr;
-    (void)api_.ctx_pop_current(&popped);
-  }
-  scoped_context(const scoped_context&) = delete;
-  scoped_context& operator=(const scoped_context&) = delete;
-
- private:
-  const cuda_driver_api& api_;
-  bool pushed_ = false;
-};
-
-}  // namespace
-
-struct cuda_vmm_device::state {
-  struct page {
-    CUmemGenericAllocationHandle handle = 0;
-    bool mapped = false;
-  };
-  struct reservation {
-    std::size_t size_bytes = 0;
-    std::vector<page> pages;
-    std::size_t mapped_pages = 0;
-  };
-
-  cuda_driver_api api;
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  std::size_t page_bytes = 0;
-  CUmemAllocationProp prop{};
-  std::vector<CUmemAccessDesc> access;  ///< This device first, then each peer granted access.
-
-  std::mutex mutex;  ///< Guards the books below; held across the driver calls that change them.
-  std::map<device_address, reservation> reservations;
-  std::size_t mapped_bytes = 0;
-  std::unordered_map<event_id, CUevent> events;
-  event_id next_event = 1;
-
-  mutable std::mutex failure_mutex;  ///< Guards last_failure only.
-  std::string last_failure;
-
-  errc failed(CUresult r, std::string_view call) {
-    std::string text = fmt::format("{} failed: {}", call, error_name(api, r));
-    std::lock_guard lock(failure_mutex);
-    last_failure = std::move(text);
-    return to_errc(r);
-  }
-
-  /// The reservation holding [addr, addr+bytes) wholly, or nullptr; `first` is the page of addr.
-  reservation* find_range(device_address addr, std::size_t bytes, std::size_t& first) {
-    if (bytes == 0 || addr + bytes < addr) return nullptr;
-    auto it = reservations.upper_bound(addr);
-    if (it == reservations.begin()) return nullptr;
-    --it;
-    if (addr + bytes > it->first + it->second.size_bytes) return nullptr;
-    first = (addr - it->first) / page_bytes;
-    return &it->second;
-  }
-
-  /// The reservation holding page-aligned [addr, addr+bytes) whose pages are all `mapped` (or all
-  /// unmapped when false), with the index of its first page; nullptr when the range breaks the
-  /// contract (map of a mapped page, unmap of an unmapped one, outside any reservation).
-  reservation* find_pages(device_address addr, std::size_t bytes, bool mapped, std::size_t& first) {
-    if (bytes == 0 || addr % page_bytes != 0 || bytes % page_bytes != 0) return nullptr;
-    reservation* res = find_range(addr, bytes, first);
-    if (res == nullptr) return nullptr;
-    for (std::size_t i = first; i < first + bytes / page_bytes; ++i) {
-      if (res->pages[i].mapped != mapped) return nullptr;
-    }
-    return res;
-  }
-
-  /// Unmaps and releases one page, ignoring errors (rollback and teardown only).
-  void drop_page(page& p, device_address at) {
-    (void)api.mem_unmap(to_ptr(at), page_bytes);
-    (void)api.mem_release(p.handle);
-    p = page{};
-  }
-
-  CUevent find_event(event_id id) {
-    std::lock_guard lock(mutex);
-    const auto it = events.find(id);
-    return it == events.end() ? nullptr : it->second;
-  }
-};
+using namespace detail::vmm;
 
 // --- creation -----------------------------------------------------------------------------------
 
@@ -357,7 +256,8 @@ result<std::unique_ptr<cuda_vmm_device>> cuda_vmm_device::create_with_driver(con
   const device_caps caps{.granularity_bytes = s->page_bytes,
                          .capacity_bytes = total_bytes,
                          .has_virtual_reserve = true,
-                         .has_partial_unmap = true};
+                         .has_partial_unmap = true,
+                         .has_host_backing = probe_host_backing(*s)};
   return std::unique_ptr<cuda_vmm_device>(new cuda_vmm_device(ordinal, caps, std::move(s)));
 }
 
@@ -369,9 +269,14 @@ cuda_vmm_device::~cuda_vmm_device() {
   std::lock_guard lock(s.mutex);
   {
     scoped_context ctx(s.api, s.ctx);
+    for (const auto& [addr, run] : s.host_runs) {
+      (void)s.api.mem_unmap(to_ptr(addr), run.bytes);
+      (void)s.api.mem_release(run.handle);
+    }
+    if (s.copy_stream != nullptr) (void)s.api.stream_destroy(s.copy_stream);
     for (auto& [base, res] : s.reservations) {
       for (std::size_t i = 0; i < res.pages.size(); ++i) {
-        if (res.pages[i].mapped) s.drop_page(res.pages[i], base + i * s.page_bytes);
+        if (res.pages[i].mapped && !res.pages[i].host) s.drop_page(res.pages[i], base + i * s.page_bytes);
       }
       (void)s.api.mem_address_free(to_ptr(base), res.size_bytes);
     }
@@ -496,6 +401,7 @@ errc cuda_vmm_device::grant_peer_access(int peer) noexcept {
 errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
   state& s = *state_;
   std::lock_guard lock(s.mutex);
+  if (s.host_runs.contains(addr)) return s.unmap_host_run(addr, bytes);
   std::size_t first = 0;
   state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
   if (res == nullptr) return errc::invalid_argument;
@@ -530,6 +436,24 @@ errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
   }
   res->mapped_pages -= count;
   s.mapped_bytes -= bytes;
+  return errc::ok;
+}
+
+errc cuda_vmm_device::state::unmap_host_run(device_address addr, std::size_t bytes) {
+  const auto run = host_runs.find(addr);
+  std::size_t first = 0;
+  reservation* res = find_range(addr, bytes, first);
+  if (res == nullptr || run->second.bytes != bytes) return errc::invalid_argument;  // whole runs only
+  scoped_context scope(api, ctx);
+  CUresult r = api.mem_unmap(to_ptr(addr), bytes);
+  if (r != CUDA_SUCCESS) return failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
+  r = api.mem_release(run->second.handle);
+  if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease of a host-located handle (leaked)");
+  const std::size_t count = bytes / page_bytes;
+  for (std::size_t i = first; i < first + count; ++i) res->pages[i] = page{};
+  res->mapped_pages -= count;
+  host_bytes -= bytes;
+  host_runs.erase(run);
   return errc::ok;
 }
 

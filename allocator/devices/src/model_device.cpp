@@ -17,7 +17,7 @@ namespace phasealloc {
 namespace {
 
 std::size_t index_of(model_device_call which) noexcept { return static_cast<std::size_t>(which); }
-static_assert(static_cast<std::size_t>(model_device_call::synchronize) + 1 == model_device_call_count,
+static_assert(static_cast<std::size_t>(model_device_call::restore) + 1 == model_device_call_count,
               "model_device_call_count is stale");
 
 // Interval set of mapped runs, start -> end (exclusive); runs are disjoint and never adjacent.
@@ -71,7 +71,8 @@ model_device::model_device(model_device_config config)
       caps_{.granularity_bytes = config.granularity_bytes,
             .capacity_bytes = config.capacity_bytes,
             .has_virtual_reserve = config.virtual_memory,
-            .has_partial_unmap = config.virtual_memory},
+            .has_partial_unmap = config.virtual_memory,
+            .has_host_backing = config.virtual_memory && config.host_backing},
       free_ranges_() {
   PHASEALLOC_CHECK(config.granularity_bytes > 0, "model_device_config::granularity_bytes must be positive");
   PHASEALLOC_CHECK(config.granularity_bytes <= config.address_base,
@@ -259,9 +260,17 @@ errc model_device::unmap(device_address addr, std::size_t bytes) noexcept {
     reservation* res = find_range(addr, bytes);
     if (res == nullptr) return fail(errc::invalid_argument);
     if (!covered(res->mapped_runs, addr, addr + bytes)) return fail(errc::invalid_argument);  // not all mapped
+    const auto run = host_runs_.find(addr);
+    const bool host_run = run != host_runs_.end() && run->second == bytes;  // an offloaded range, whole
+    if (!host_run && overlaps_host_run(addr, bytes)) return fail(errc::invalid_argument);
     erase_run(res->mapped_runs, addr, addr + bytes);
     res->mapped_bytes -= bytes;
-    mapped_bytes_ -= bytes;
+    if (host_run) {
+      host_runs_.erase(run);
+      host_bytes_ -= bytes;
+    } else {
+      mapped_bytes_ -= bytes;
+    }
     charge(config_.cost.unmap_granule_ns * (bytes / caps_.granularity_bytes));
     return errc::ok;
   }();
@@ -272,6 +281,93 @@ errc model_device::unmap(device_address addr, std::size_t bytes) noexcept {
 std::size_t model_device::free_bytes() const noexcept {
   std::lock_guard lock(mutex_);
   return config_.capacity_bytes > mapped_bytes_ ? config_.capacity_bytes - mapped_bytes_ : 0;
+}
+
+// --- same-address offload ----------------------------------------------------------------------
+
+bool model_device::overlaps_host_run(device_address addr, std::size_t bytes) const noexcept {
+  auto it = host_runs_.lower_bound(addr + bytes);
+  if (it == host_runs_.begin()) return false;
+  --it;
+  return it->first + it->second > addr;
+}
+
+bool model_device::valid_moves(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                               std::span<const event_id> after) const noexcept {
+  device_address cursor = addr;
+  for (const byte_range& r : live) {
+    if (r.bytes == 0 || r.addr < cursor || r.addr + r.bytes > addr + bytes) return false;
+    cursor = r.addr + r.bytes;
+  }
+  for (const event_id e : after) {
+    if (!events_.contains(e)) return false;
+  }
+  return true;
+}
+
+namespace {
+std::size_t sum_bytes(std::span<const byte_range> live) noexcept {
+  std::size_t sum = 0;
+  for (const byte_range& r : live) sum += r.bytes;
+  return sum;
+}
+}  // namespace
+
+errc model_device::offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                           std::span<const event_id> after) noexcept {
+  std::unique_lock lock(mutex_);
+  ++counters_.offload;
+  const errc r = [&] {
+    if (!caps_.has_host_backing) return fail(errc::not_supported);
+    errc code{};
+    if (take_fault(model_device_call::offload, code)) return fail(code);
+    if (bytes == 0 || !aligned(addr) || !aligned(bytes)) return fail(errc::invalid_argument);
+    const reservation* res = find_range(addr, bytes);
+    if (res == nullptr || !covered(res->mapped_runs, addr, addr + bytes) || overlaps_host_run(addr, bytes) ||
+        !valid_moves(addr, bytes, live, after)) {
+      return fail(errc::invalid_argument);
+    }
+    host_runs_.emplace(addr, bytes);
+    host_bytes_ += bytes;
+    mapped_bytes_ -= bytes;
+    moved_.to_host += sum_bytes(live);
+    return errc::ok;
+  }();
+  finish(lock);
+  return r;
+}
+
+errc model_device::restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                           std::span<const event_id> after) noexcept {
+  std::unique_lock lock(mutex_);
+  ++counters_.restore;
+  const errc r = [&] {
+    if (!caps_.has_host_backing) return fail(errc::not_supported);
+    errc code{};
+    if (take_fault(model_device_call::restore, code)) return fail(code);
+    const auto run = host_runs_.find(addr);
+    if (run == host_runs_.end() || run->second != bytes || !valid_moves(addr, bytes, live, after)) {
+      return fail(errc::invalid_argument);
+    }
+    if (bytes > config_.capacity_bytes - mapped_bytes_) return fail(errc::out_of_memory);  // still on the host
+    host_runs_.erase(run);
+    host_bytes_ -= bytes;
+    mapped_bytes_ += bytes;
+    moved_.to_device += sum_bytes(live);
+    return errc::ok;
+  }();
+  finish(lock);
+  return r;
+}
+
+std::size_t model_device::host_backed_bytes() const noexcept {
+  std::lock_guard lock(mutex_);
+  return host_bytes_;
+}
+
+device::moved_bytes model_device::moved() const noexcept {
+  std::lock_guard lock(mutex_);
+  return moved_;
 }
 
 // --- streams and events -------------------------------------------------------------------------

@@ -21,12 +21,27 @@
 //
 // A call that fails changes nothing: a map that fails half way unmaps what it mapped.
 //
+// Same-address offload (caps().has_host_backing), the mechanism under phasealloc's offload:
+//
+//   offload(addr, bytes, live, after)   the range's memory moves to host memory that stays mapped at
+//                                       the same addresses (a kernel that touches it reads and
+//                                       writes the right bytes, over the link); only the `live`
+//                                       byte ranges are copied, after the `after` events.
+//   restore(addr, bytes, live, after)   device memory back under the range, `live` copied back
+//                                       once the `after` events completed.
+//
+// offload names mapped device pages inside one reservation; restore names one whole range an
+// offload moved, and so does an unmap of host-backed pages. Bytes outside `live` are undefined after
+// either move. A move that fails changes nothing: after a failed restore (out of memory) the bytes
+// are still on the host, at their addresses.
+//
 // Events: create_event makes a reusable marker; record_event places it on a stream; query_event
 // says whether the work enqueued before it has completed (an event never recorded has);
 // synchronize_event waits for that.
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -41,6 +56,13 @@ struct device_caps {
   std::size_t capacity_bytes = 0;           ///< Total memory of the device.
   bool has_virtual_reserve = false;         ///< reserve() takes address space only; map() adds memory.
   bool has_partial_unmap = false;           ///< map/unmap may name any granule-aligned subrange.
+  bool has_host_backing = false;            ///< offload/restore: host memory mapped at device addresses.
+};
+
+/// A run of bytes at device addresses.
+struct byte_range {
+  device_address addr = 0;
+  std::size_t bytes = 0;
 };
 
 class device {
@@ -64,6 +86,26 @@ class device {
 
   /// Bytes of memory the device could still map (or cudaMalloc) now.
   virtual std::size_t free_bytes() const noexcept = 0;
+
+  // --- same-address offload (caps().has_host_backing; not_supported otherwise) -----------------
+  /// `live`: ranges inside [addr, addr+bytes), in address order, not overlapping; `after`: events
+  /// whose work must complete before the move (the streams that used the bytes).
+  virtual errc offload(device_address /*addr*/, std::size_t /*bytes*/, std::span<const byte_range> /*live*/,
+                       std::span<const event_id> /*after*/) noexcept {
+    return errc::not_supported;
+  }
+  virtual errc restore(device_address /*addr*/, std::size_t /*bytes*/, std::span<const byte_range> /*live*/,
+                       std::span<const event_id> /*after*/) noexcept {
+    return errc::not_supported;
+  }
+  /// Bytes of host memory behind offloaded ranges now.
+  virtual std::size_t host_backed_bytes() const noexcept { return 0; }
+  /// Bytes the offload and restore copies have moved so far, each direction.
+  struct moved_bytes {
+    std::size_t to_host = 0;
+    std::size_t to_device = 0;
+  };
+  virtual moved_bytes moved() const noexcept { return {}; }
 
   // --- streams and events --------------------------------------------------------------------
   virtual result<event_id> create_event() noexcept = 0;

@@ -102,6 +102,52 @@ TEST_F(simcuda_memory, UseAfterUnmapFaultsAndAHandleKeepsItsBytesAcrossMappings)
   EXPECT_EQ(cuMemAddressFree(b, 16 * mib), CUDA_SUCCESS);
 }
 
+TEST_F(simcuda_memory, AHostLocatedHandleMapsAtDeviceAddressesOutsideTheCapacity) {
+  int supported = 0;
+  ASSERT_EQ(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);
+  CUmemAllocationProp prop = device_prop();
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemGenericAllocationHandle host = 0;
+  ASSERT_EQ(cuMemCreate(&host, 4 * mib, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_mapped_bytes(0), 0u);  // not the device's memory
+  EXPECT_EQ(simcuda_host_located_bytes(), 4 * mib);
+  CUmemAllocationProp asked{};
+  ASSERT_EQ(cuMemGetAllocationPropertiesFromHandle(&asked, host), CUDA_SUCCESS);
+  EXPECT_EQ(asked.location.type, CU_MEM_LOCATION_TYPE_HOST);
+  // Device memory and the host handle side by side; cuMemcpyAsync moves bytes between them.
+  CUmemGenericAllocationHandle dev = 0;
+  CUmemAllocationProp on_device = device_prop();
+  ASSERT_EQ(cuMemCreate(&dev, 4 * mib, &on_device, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAddressReserve(&a, 4 * mib, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAddressReserve(&b, 4 * mib, 0, 0, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access = read_write();
+  ASSERT_EQ(cuMemMap(a, 4 * mib, 0, dev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(a, 4 * mib, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(b, 4 * mib, 0, host, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(b, 4 * mib, &access, 1), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(a), 0x5a, 4 * mib);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyAsync(b + 100, a + 100, 3 * mib, stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[100], 0x5a);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[100 + 3 * mib - 1], 0x5a);
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(b)[99], 0);  // only the bytes asked for
+  EXPECT_EQ(cuMemcpyAsync(b, a, 8 * mib, stream), CUDA_ERROR_INVALID_VALUE);  // past the mappings
+  EXPECT_EQ(cuStreamDestroy(stream), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemUnmap(b, 4 * mib), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(host), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_host_located_bytes(), 0u);
+  EXPECT_EQ(simcuda_peak_host_located_bytes(), 4 * mib);
+  ASSERT_EQ(cuMemUnmap(a, 4 * mib), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(dev), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(a, 4 * mib), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAddressFree(b, 4 * mib), CUDA_SUCCESS);
+}
+
 TEST_F(simcuda_memory, AddressSpaceIsFarLargerThanTheCapacity) {
   // Allocators reserve ~1.1x the capacity per pool and stream (expandable segments, cuda_vmm).
   std::vector<CUdeviceptr> reserved;

@@ -216,6 +216,15 @@ mem_status device_free(void* pointer) noexcept;
 /// cuMem* physical handles (CUmemGenericAllocationHandle values are opaque ids).
 /// `shareable`: the handle can be exported as a POSIX fd (its own memfd).
 mem_status vmm_create(int device, std::size_t bytes, bool shareable, std::uint64_t* handle) noexcept;
+/// A host-located handle (cuMemCreate with CU_MEM_LOCATION_TYPE_HOST*): host RAM (its own memfd)
+/// that maps into the device's address space like device memory; not charged to any device's
+/// capacity, counted in host_located_bytes().
+mem_status vmm_create_host(std::size_t bytes, std::uint64_t* handle) noexcept;
+/// Bytes of live host-located handles in this process, now / at their peak since start.
+std::size_t host_located_bytes() noexcept;
+std::size_t peak_host_located_bytes() noexcept;
+/// Whether a live handle is host-located.
+bool vmm_handle_host_located(std::uint64_t handle) noexcept;
 mem_status vmm_release(std::uint64_t handle) noexcept;
 mem_status vmm_reserve(std::size_t bytes, std::size_t alignment, void* hint, void** out) noexcept;
 mem_status vmm_address_free(void* base, std::size_t bytes) noexcept;

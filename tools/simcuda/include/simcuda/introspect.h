@@ -40,6 +40,10 @@ size_t simcuda_take_interval_peak_mapped_bytes(int device);
  * now / at their peak. */
 size_t simcuda_nccl_bytes(int device);
 size_t simcuda_peak_nccl_bytes(int device);
+/* Host memory behind host-located cuMemCreate handles (mapped at device addresses like device
+ * memory, outside every device's capacity): now / at its peak since start. */
+size_t simcuda_host_located_bytes(void);
+size_t simcuda_peak_host_located_bytes(void);
 /* Live cudaMalloc allocations of a device. */
 size_t simcuda_live_allocations(int device);
 /* The range `pointer` lies in: 1 device, 2 pinned host, 3 registered host, 0 unknown. */

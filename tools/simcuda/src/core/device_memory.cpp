@@ -77,6 +77,7 @@ struct handle_record {
   bool own_fd = false;
   std::size_t phys_offset = 0;  ///< in `fd`
   bool counted = true;          ///< imported handles are another process's memory
+  bool host_located = false;    ///< cuMemCreate with a host location: host RAM, not the device's
   int maps = 0;
   bool released = false;        ///< cuMemRelease'd while still mapped: freed at the last unmap
 };
@@ -104,6 +105,8 @@ struct host_range {
 
 struct books {
   std::mutex mu;
+  std::size_t host_located = 0;  ///< bytes of live host-located handles
+  std::size_t peak_host_located = 0;
   std::vector<std::unique_ptr<device_state>> devices;
   std::unordered_map<std::uint64_t, handle_record> handles;
   std::uint64_t next_handle = 1;
@@ -199,7 +202,8 @@ void free_handle_memory_locked(books& b, std::uint64_t id) {
     punch(d.memfd, h.phys_offset, h.bytes);
     d.phys.give(h.phys_offset, h.bytes);
   }
-  if (h.counted) device_locked(b, h.device).mapped -= h.bytes;
+  if (h.host_located) b.host_located -= h.bytes;
+  else if (h.counted) device_locked(b, h.device).mapped -= h.bytes;
   b.handles.erase(it);
 }
 
@@ -327,6 +331,46 @@ mem_status vmm_create(int device, std::size_t bytes, bool shareable, std::uint64
   detail::count_vmm_create();
   *handle = id;
   return mem_status::ok;
+}
+
+mem_status vmm_create_host(std::size_t bytes, std::uint64_t* handle) noexcept {
+  if (handle == nullptr || bytes == 0 || bytes % page_bytes != 0) return mem_status::invalid_value;
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  handle_record h;
+  h.device = current_device();  // only for the books: the memory is the host's
+  h.bytes = bytes;
+  h.fd = memfd_create("simcuda-host-located", MFD_CLOEXEC);
+  if (h.fd < 0 || ftruncate(h.fd, static_cast<off_t>(bytes)) != 0) fatal("memfd for a host-located handle failed");
+  h.own_fd = true;
+  h.counted = false;
+  h.host_located = true;
+  b.host_located += bytes;
+  b.peak_host_located = std::max(b.peak_host_located, b.host_located);
+  const std::uint64_t id = b.next_handle++;
+  b.handles[id] = h;
+  detail::count_vmm_create();
+  *handle = id;
+  return mem_status::ok;
+}
+
+std::size_t host_located_bytes() noexcept {
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  return b.host_located;
+}
+
+std::size_t peak_host_located_bytes() noexcept {
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  return b.peak_host_located;
+}
+
+bool vmm_handle_host_located(std::uint64_t handle) noexcept {
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  auto h = b.handles.find(handle);
+  return h != b.handles.end() && h->second.host_located;
 }
 
 mem_status vmm_release(std::uint64_t handle) noexcept {

@@ -68,6 +68,35 @@ CUresult cuStreamSynchronize(CUstream handle) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+  if (out == nullptr || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING))) return CUDA_ERROR_INVALID_VALUE;
+  CUdevice device = 0;
+  cuCtxGetDevice(&device);
+  stream* s = create_stream(device, flags, 0);
+  if (s == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = reinterpret_cast<CUstream>(s);  // the runtime's handles are the same objects
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream handle) {  // _v2
+  stream* s = resolve_stream(handle);
+  if (s == nullptr || legacy_handle(handle)) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream_capturing(s)) return not_supported("cuStreamDestroy", "the stream takes part in a stream capture");
+  return destroy_stream(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuStreamWaitEvent(CUstream handle, CUevent e, unsigned int flags) {
+  stream* s = resolve_stream(handle);
+  event* ev = event_of(e);
+  if (s == nullptr || ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  bool captured = false;
+  const CUresult r = from(capture_event_wait(s, ev, legacy_handle(handle), false, &captured));
+  if (r != CUDA_SUCCESS || captured) return r;
+  tick();  // work already ran: nothing to delay (see streams.cpp)
+  return CUDA_SUCCESS;
+}
+
 CUresult cuStreamGetCtx(CUstream handle, CUcontext* context) {
   stream* s = resolve_stream(handle);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;

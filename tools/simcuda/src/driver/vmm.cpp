@@ -11,7 +11,21 @@ using namespace simcuda::drv;
 
 namespace {
 constexpr std::size_t granularity_bytes = std::size_t{2} << 20;
+
+/// A host location of cuMemCreate (CUDA 12.2+): host memory, or one NUMA node's (node 0, the only
+/// one simulated), or the calling thread's node.
+bool host_location(const CUmemLocation& location) {
+  switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return true;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      return location.id == 0;
+    default:
+      return false;
+  }
 }
+}  // namespace
 
 extern "C" {
 
@@ -28,7 +42,7 @@ CUresult cuMemGetInfo(size_t* free, size_t* total) {  // _v2
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                        CUmemAllocationGranularity_flags) {
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(prop->location.id))
+  if (!host_location(prop->location) && (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(prop->location.id)))
     return CUDA_ERROR_INVALID_DEVICE;
   *granularity = granularity_bytes;  // minimum and recommended alike, as on current GPUs
   return CUDA_SUCCESS;
@@ -38,9 +52,18 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const C
                      unsigned long long flags) {
   if (handle == nullptr || prop == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return not_supported("cuMemCreate", "only pinned allocations");
-  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return not_supported("cuMemCreate", "only device memory");
-  if (!valid_device(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   const auto types = static_cast<unsigned>(prop->requestedHandleTypes);
+  if (host_location(prop->location)) {  // host memory that maps at device addresses (offload)
+    if (types != 0) return not_supported("cuMemCreate", "host-located handles are not shareable here");
+    if (bytes == 0 || bytes % granularity_bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+    std::uint64_t id = 0;
+    if (const mem_status s = vmm_create_host(bytes, &id); s != mem_status::ok) return from(s);
+    *handle = id;
+    return CUDA_SUCCESS;
+  }
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return not_supported("cuMemCreate", "only device and host locations");
+  if (!valid_device(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
   if (types & static_cast<unsigned>(CU_MEM_HANDLE_TYPE_FABRIC))  // probed by PyTorch and NCCL, who fall back
     return not_supported("cuMemCreate", "fabric handles (multi-node NVLink) are not emulated: only POSIX file "
                                         "descriptor handles are shareable");
@@ -110,8 +133,9 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmem
   if (!vmm_handle_info(handle, &device, nullptr)) return CUDA_ERROR_INVALID_VALUE;
   std::memset(prop, 0, sizeof *prop);
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop->location.id = device;
+  const bool host = vmm_handle_host_located(handle);
+  prop->location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = host ? 0 : device;
   int fd = -1;
   if (vmm_export_fd(handle, &fd) == mem_status::ok) {
     prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;

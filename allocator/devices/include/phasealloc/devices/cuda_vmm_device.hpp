@@ -82,6 +82,20 @@ class cuda_vmm_device final : public device {
   /// cuMemSetAccess for `peer` over every mapped page; later maps name it too.
   errc grant_peer_access(int peer) noexcept override;
 
+  /// Same-address offload (cuda_vmm_offload.cpp): one host-located handle per offloaded range,
+  /// mapped first at a staging range to receive the copies (cuMemcpyAsync on the device's copy
+  /// stream, after `after`), then over the range in place of its device pages. restore maps new
+  /// device pages at the range and copies back from the host handle mapped at a staging range.
+  errc offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+               std::span<const event_id> after) noexcept override;
+  errc restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+               std::span<const event_id> after) noexcept override;
+  std::size_t host_backed_bytes() const noexcept override;
+  moved_bytes moved() const noexcept override;
+
+  /// The driver table, context, handles and the books (src/cuda_vmm_state.hpp; opaque here).
+  struct state;
+
   // --- cuda_vmm only ----------------------------------------------------------------------------
   int ordinal() const noexcept { return ordinal_; }
   /// Bytes mapped through this device (its own books; free_bytes() asks the driver).
@@ -92,9 +106,12 @@ class cuda_vmm_device final : public device {
   std::string last_failure() const override;
 
  private:
-  struct state;  // driver table, context, handles and the books; defined in the .cpp
 
   cuda_vmm_device(int ordinal, device_caps caps, std::unique_ptr<state> s) noexcept;
+  /// Whether the driver and GPU can back device addresses with host memory (cuMemCreate at a host
+  /// location, CUDA 12.2+, and the table's offload entries); fills the host-located handle's
+  /// properties when they can (cuda_vmm_offload.cpp).
+  static bool probe_host_backing(state& s) noexcept;
 
   int ordinal_;
   device_caps caps_;

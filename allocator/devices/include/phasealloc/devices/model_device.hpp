@@ -77,6 +77,9 @@ struct model_device_config {
   std::size_t granularity_bytes = 2 * mib; ///< Unit of reserve/map/unmap sizes and addresses (> 0).
   bool virtual_memory = false;             ///< false: cudaMalloc-like; true: cuMem VMM-like.
   bool events_complete_immediately = true; ///< false: events stay incomplete until completed by hand.
+  /// offload()/restore() (virtual memory only): an offloaded range's memory is the host's, counted
+  /// in host_backed_bytes() instead of against the capacity, until restored or unmapped whole.
+  bool host_backing = false;
   /// The address window [address_base, address_base + address_window_bytes), handed out from the
   /// top down. Give each model device of a process its own window (e.g. address_base = model_address_base +
   /// ordinal * model_address_window_bytes) so that their fake addresses never overlap.
@@ -96,8 +99,10 @@ enum class model_device_call : std::uint8_t {
   query_event,
   synchronize_event,
   synchronize,
+  offload,
+  restore,
 };
-inline constexpr std::size_t model_device_call_count = 9;
+inline constexpr std::size_t model_device_call_count = 11;
 
 /// How often each primitive was called (failed calls included), and how many calls failed.
 struct model_device_counters {
@@ -111,6 +116,8 @@ struct model_device_counters {
   std::uint64_t synchronize_event = 0;
   std::uint64_t destroy_event = 0;
   std::uint64_t synchronize = 0;
+  std::uint64_t offload = 0;
+  std::uint64_t restore = 0;
   std::uint64_t failed = 0;  ///< Calls that answered an error (injected ones included).
 };
 
@@ -136,6 +143,17 @@ class model_device final : public device {
   void destroy_event(event_id event) noexcept override;
   /// Completes every recorded event.
   errc synchronize() noexcept override;
+
+  /// With config().host_backing (else not_supported): the books of a same-address offload. The
+  /// range stays mapped (its addresses reserved and valid) while its memory is the host's; restore
+  /// needs the capacity for it again (out_of_memory otherwise, changing nothing). `after` events
+  /// must be live. Bytes are not modelled (addresses are fake): moved() counts the live bytes.
+  errc offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+               std::span<const event_id> after) noexcept override;
+  errc restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+               std::span<const event_id> after) noexcept override;
+  std::size_t host_backed_bytes() const noexcept override;
+  moved_bytes moved() const noexcept override;
 
   // --- model device only: events -----------------------------------------------------------------------
   /// Completes every event recorded so far on `stream` (the stream "ran").
@@ -196,6 +214,11 @@ class model_device final : public device {
   const reservation* find_range(device_address addr, std::size_t bytes) const noexcept;
   bool aligned(std::size_t value) const noexcept { return value % caps_.granularity_bytes == 0; }
   bool event_complete(const event_state& e) const noexcept;
+  /// Whether [addr, addr+bytes) overlaps an offloaded range.
+  bool overlaps_host_run(device_address addr, std::size_t bytes) const noexcept;
+  /// offload/restore's checks of `live` and `after`.
+  bool valid_moves(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                   std::span<const event_id> after) const noexcept;
   /// Accounts `ns` of modelled time (and of spinning, done by finish() after the lock drops).
   void charge(std::uint64_t ns) noexcept;
   /// The top `bytes` of the highest free address range that holds them, taken; nullopt when none.
@@ -216,6 +239,10 @@ class model_device final : public device {
   std::map<device_address, device_address> free_ranges_;
   std::size_t mapped_bytes_ = 0;
   std::size_t reserved_bytes_ = 0;
+  /// Offloaded ranges (start -> bytes): mapped in their reservation's runs, not in mapped_bytes_.
+  std::map<device_address, std::size_t> host_runs_;
+  std::size_t host_bytes_ = 0;
+  moved_bytes moved_{};
   std::unordered_map<event_id, event_state> events_;
   std::unordered_map<stream_id, stream_state> streams_;
   event_id next_event_ = 1;

@@ -1,0 +1,310 @@
+// cuda_vmm_device's same-address offload: a range's bytes move to host memory that stays mapped at
+// the same device addresses, and come back to device pages there.
+//
+// Note [same-address offload]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Rationale
+//   Moving idle memory off the GPU by hand (model.cpu(), torch_memory_saver's unmap) either changes
+//   addresses, so captured graphs and registered buffers go stale, or leaves them unmapped, so a
+//   stray access kills the context. CUDA 12.2+ can back device virtual addresses with host memory
+//   (cuMemCreate at a host location): mapped over the range in place of its device pages, the
+//   addresses keep working, at link speed instead of HBM speed.
+// Approach
+//   - offload: one host-located handle for the whole range, mapped at a staging reservation; the
+//     live ranges (adjacent ones coalesced) are copied there with cuMemcpyAsync on the device's copy
+//     stream, which first waits for the `after` events; the stream is synchronized; the range's
+//     device pages are unmapped (handles kept), the host handle is mapped over the range and given
+//     the range's access, and only then are the device handles released: a failure before that
+//     point maps the device pages back, contents intact.
+//   - restore: device pages are made and mapped at the range only after the host handle is mapped
+//     at a staging reservation; the copy stream waits for `after`, the host mapping at the range is
+//     removed, device pages are mapped there, the live bytes are copied back from the staging
+//     mapping, and the host handle is released. Out of device memory at any step leaves the host
+//     handle mapped at the range (still correct, only slow) and answers out_of_memory.
+//   - Books: a host-backed page is mapped but `host`; the run's handle is in host_runs. mapped_bytes
+//     counts device memory only; host_bytes the host memory behind runs; moved the copies' bytes.
+// Limitations
+//   - A restore maps one device handle per page (cuMemCreate + cuMemMap each), as map() does, so
+//     that page-granular release keeps working afterwards: about 2 driver calls per page.
+//   - The addresses are unmapped for the instant between removing one mapping and adding the
+//     other: work on another stream that touches the range then (it should not: `after` names the
+//     streams that used it) faults, as it would on any remap.
+//   - Host memory is taken per offload (one cuMemCreate); a pool of host handles reused across
+//     cycles is the next step.
+#include <algorithm>
+#include <vector>
+
+#include "cuda_vmm_state.hpp"
+
+namespace phasealloc {
+
+using namespace detail::vmm;
+
+namespace {
+
+/// Whether `live` lies inside [addr, addr+bytes), in address order, without overlap.
+bool ranges_inside(std::span<const byte_range> live, device_address addr, std::size_t bytes) noexcept {
+  device_address cursor = addr;
+  for (const byte_range& r : live) {
+    if (r.bytes == 0 || r.addr < cursor || r.addr + r.bytes < r.addr || r.addr + r.bytes > addr + bytes) return false;
+    cursor = r.addr + r.bytes;
+  }
+  return true;
+}
+
+/// `live` with adjacent ranges merged: one copy each.
+std::vector<byte_range> coalesced(std::span<const byte_range> live) {
+  std::vector<byte_range> out;
+  for (const byte_range& r : live) {
+    if (!out.empty() && out.back().addr + out.back().bytes == r.addr) {
+      out.back().bytes += r.bytes;
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::size_t total_bytes(std::span<const byte_range> live) noexcept {
+  std::size_t sum = 0;
+  for (const byte_range& r : live) sum += r.bytes;
+  return sum;
+}
+
+}  // namespace
+
+bool cuda_vmm_device::probe_host_backing(state& s) noexcept {
+  if (!detail::has_offload_entries(s.api)) return false;
+  int host_vmm = 0;
+  int numa_vmm = 0;
+  (void)s.api.device_get_attribute(&host_vmm, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, s.dev);
+  (void)s.api.device_get_attribute(&numa_vmm, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, s.dev);
+  if (host_vmm == 0 && numa_vmm == 0) return false;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  if (host_vmm != 0) {
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  } else {
+    int node = -1;
+    (void)s.api.device_get_attribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, s.dev);
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = node < 0 ? 0 : node;
+  }
+  std::size_t granularity = 0;
+  if (s.api.mem_get_allocation_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+      granularity == 0 || s.page_bytes % granularity != 0) {
+    return false;
+  }
+  s.host_prop = prop;
+  return true;
+}
+
+namespace {
+
+/// The device's copy stream, made on first use; nullptr (with the failure noted) when it cannot be.
+CUstream copy_stream(cuda_vmm_device::state& s) {
+  if (s.copy_stream == nullptr) {
+    const CUresult r = s.api.stream_create(&s.copy_stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+      (void)s.failed(r, "cuStreamCreate(CU_STREAM_NON_BLOCKING)");
+      s.copy_stream = nullptr;
+    }
+  }
+  return s.copy_stream;
+}
+
+/// Copies `live` between the range at `from_base` and the same offsets at `to_base` on the copy
+/// stream, after `after`, and waits for it. `to_host`: which book of moved bytes counts them.
+errc copy_live(cuda_vmm_device::state& s, device_address range, device_address from_base, device_address to_base,
+               std::span<const byte_range> live, std::span<const event_id> after) {
+  CUstream stream = copy_stream(s);
+  if (stream == nullptr) return errc::device_refused;
+  for (const event_id id : after) {
+    const auto it = s.events.find(id);
+    if (it == s.events.end()) return errc::invalid_argument;
+    const CUresult r = s.api.stream_wait_event(stream, it->second, 0);
+    if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamWaitEvent");
+  }
+  for (const byte_range& r : coalesced(live)) {
+    const device_address offset = r.addr - range;
+    const CUresult c = s.api.memcpy_async(to_ptr(to_base + offset), to_ptr(from_base + offset), r.bytes, stream);
+    if (c != CUDA_SUCCESS) return s.failed(c, fmt::format("cuMemcpyAsync({:#x} <- {:#x}, {})", to_base + offset,
+                                                          from_base + offset, r.bytes));
+  }
+  const CUresult r = s.api.stream_synchronize(stream);
+  if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamSynchronize(copy stream)");
+  return errc::ok;
+}
+
+/// A staging reservation of `bytes` with `handle` mapped over it, readable and writable by this
+/// device; 0 (with the failure noted) when it cannot be made.
+device_address map_staging(cuda_vmm_device::state& s, CUmemGenericAllocationHandle handle, std::size_t bytes,
+                           errc& err) {
+  CUdeviceptr staging = 0;
+  CUresult r = s.api.mem_address_reserve(&staging, bytes, s.page_bytes, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    err = s.failed(r, fmt::format("cuMemAddressReserve({}) for staging", bytes));
+    return 0;
+  }
+  r = s.api.mem_map(staging, bytes, 0, handle, 0);
+  if (r == CUDA_SUCCESS) {
+    r = s.api.mem_set_access(staging, bytes, s.access.data(), 1);
+    if (r == CUDA_SUCCESS) return static_cast<device_address>(staging);
+    (void)s.api.mem_unmap(staging, bytes);
+  }
+  err = s.failed(r, fmt::format("mapping a host-located handle at a staging range of {}", bytes));
+  (void)s.api.mem_address_free(staging, bytes);
+  return 0;
+}
+
+void unmap_staging(cuda_vmm_device::state& s, device_address staging, std::size_t bytes) {
+  (void)s.api.mem_unmap(to_ptr(staging), bytes);
+  (void)s.api.mem_address_free(to_ptr(staging), bytes);
+}
+
+}  // namespace
+
+errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                              std::span<const event_id> after) noexcept {
+  if (!caps_.has_host_backing) return errc::not_supported;
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  std::size_t first = 0;
+  state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
+  if (res == nullptr || !ranges_inside(live, addr, bytes)) return errc::invalid_argument;
+  const std::size_t count = bytes / s.page_bytes;
+  scoped_context ctx(s.api, s.ctx);
+
+  CUmemGenericAllocationHandle host = 0;
+  CUresult r = s.api.mem_create(&host, bytes, &s.host_prop, 0);
+  if (r != CUDA_SUCCESS) return s.failed(r, fmt::format("cuMemCreate({}, host location)", bytes));
+  errc err = errc::ok;
+  const device_address staging = map_staging(s, host, bytes, err);
+  if (staging == 0) {
+    (void)s.api.mem_release(host);
+    return err;
+  }
+  err = copy_live(s, addr, addr, staging, live, after);
+  unmap_staging(s, staging, bytes);
+  if (err != errc::ok) {
+    (void)s.api.mem_release(host);
+    return err;
+  }
+  // Device pages out (handles kept until the host mapping is in), host memory in.
+  std::size_t done = 0;
+  for (; done < count; ++done) {
+    r = s.api.mem_unmap(to_ptr(addr + done * s.page_bytes), s.page_bytes);
+    if (r != CUDA_SUCCESS) break;
+  }
+  if (r == CUDA_SUCCESS) {
+    r = s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
+    if (r == CUDA_SUCCESS) {
+      r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
+      if (r != CUDA_SUCCESS) (void)s.api.mem_unmap(to_ptr(addr), bytes);
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    err = s.failed(r, fmt::format("moving [{:#x}, +{}) to host memory", addr, bytes));
+    for (std::size_t i = 0; i < done; ++i) {  // the device pages back, with their contents
+      const device_address back = addr + i * s.page_bytes;
+      (void)s.api.mem_map(to_ptr(back), s.page_bytes, 0, res->pages[first + i].handle, 0);
+      (void)s.api.mem_set_access(to_ptr(back), s.page_bytes, s.access.data(), s.access.size());
+    }
+    (void)s.api.mem_release(host);
+    return err;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    state::page& p = res->pages[first + i];
+    r = s.api.mem_release(p.handle);
+    if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease (handle leaked)");
+    p = state::page{.handle = 0, .mapped = true, .host = true};
+  }
+  s.host_runs[addr] = state::host_run{.handle = host, .bytes = bytes};
+  s.mapped_bytes -= bytes;
+  s.host_bytes += bytes;
+  s.moved.to_host += total_bytes(live);
+  return errc::ok;
+}
+
+errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                              std::span<const event_id> after) noexcept {
+  if (!caps_.has_host_backing) return errc::not_supported;
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const auto run = s.host_runs.find(addr);
+  if (run == s.host_runs.end() || run->second.bytes != bytes || !ranges_inside(live, addr, bytes)) {
+    return errc::invalid_argument;
+  }
+  std::size_t first = 0;
+  state::reservation* res = s.find_range(addr, bytes, first);
+  if (res == nullptr) return errc::invalid_argument;
+  const std::size_t count = bytes / s.page_bytes;
+  const CUmemGenericAllocationHandle host = run->second.handle;
+  scoped_context ctx(s.api, s.ctx);
+
+  // Device pages first: out of memory here changes nothing.
+  std::vector<CUmemGenericAllocationHandle> handles(count, 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    const CUresult r = s.api.mem_create(&handles[i], s.page_bytes, &s.prop, 0);
+    if (r == CUDA_SUCCESS) continue;
+    const errc err = s.failed(r, fmt::format("cuMemCreate({}) to restore [{:#x}, +{})", s.page_bytes, addr, bytes));
+    for (std::size_t j = 0; j < i; ++j) (void)s.api.mem_release(handles[j]);
+    return err;
+  }
+  errc err = errc::ok;
+  const device_address staging = map_staging(s, host, bytes, err);
+  const auto drop_handles = [&] {
+    for (const CUmemGenericAllocationHandle h : handles) (void)s.api.mem_release(h);
+  };
+  if (staging == 0) {
+    drop_handles();
+    return err;
+  }
+  // Wait for the streams that used the range before its mapping changes under them.
+  err = copy_live(s, addr, addr, addr, {}, after);
+  CUresult r = err == errc::ok ? s.api.mem_unmap(to_ptr(addr), bytes) : CUDA_SUCCESS;
+  if (err != errc::ok || r != CUDA_SUCCESS) {
+    if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
+    unmap_staging(s, staging, bytes);
+    drop_handles();
+    return err;
+  }
+  std::size_t done = 0;
+  for (; done < count; ++done) {
+    r = s.api.mem_map(to_ptr(addr + done * s.page_bytes), s.page_bytes, 0, handles[done], 0);
+    if (r != CUDA_SUCCESS) break;
+  }
+  if (r == CUDA_SUCCESS) r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
+  if (r == CUDA_SUCCESS) err = copy_live(s, addr, staging, addr, live, {});
+  if (r != CUDA_SUCCESS || err != errc::ok) {  // the host mapping back over the range: still correct
+    if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("mapping device pages at [{:#x}, +{})", addr, bytes));
+    for (std::size_t i = 0; i < done; ++i) (void)s.api.mem_unmap(to_ptr(addr + i * s.page_bytes), s.page_bytes);
+    (void)s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
+    (void)s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
+    unmap_staging(s, staging, bytes);
+    drop_handles();
+    return err;
+  }
+  unmap_staging(s, staging, bytes);
+  r = s.api.mem_release(host);
+  if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease of a host-located handle (leaked)");
+  for (std::size_t i = 0; i < count; ++i) res->pages[first + i] = state::page{.handle = handles[i], .mapped = true};
+  s.host_runs.erase(run);
+  s.host_bytes -= bytes;
+  s.mapped_bytes += bytes;
+  s.moved.to_device += total_bytes(live);
+  return errc::ok;
+}
+
+std::size_t cuda_vmm_device::host_backed_bytes() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->host_bytes;
+}
+
+device::moved_bytes cuda_vmm_device::moved() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->moved;
+}
+
+}  // namespace phasealloc

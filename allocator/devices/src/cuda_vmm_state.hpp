@@ -1,0 +1,156 @@
+// cuda_vmm_device's private state and driver helpers, shared by its files (cuda_vmm_device.cpp:
+// creation, address space, events; cuda_vmm_offload.cpp: same-address offload).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_driver_api.hpp"
+#include "phasealloc/devices/cuda_vmm_device.hpp"
+
+namespace phasealloc {
+
+namespace detail::vmm {
+
+inline errc to_errc(CUresult r) noexcept {
+  switch (r) {
+    case CUDA_SUCCESS: return errc::ok;
+    case CUDA_ERROR_OUT_OF_MEMORY: return errc::out_of_memory;
+    case CUDA_ERROR_NOT_SUPPORTED: return errc::not_supported;
+    default: return errc::device_refused;
+  }
+}
+
+inline std::string error_name(const cuda_driver_api& api, CUresult r) {
+  const char* name = nullptr;
+  if (api.get_error_name != nullptr && api.get_error_name(r, &name) == CUDA_SUCCESS && name != nullptr) return name;
+  return fmt::format("CUresult {}", static_cast<int>(r));
+}
+
+/// True for the cuInit answers that mean "no usable GPU here" rather than "a GPU misbehaved".
+inline bool means_no_gpu(CUresult r) noexcept {
+  return r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY || r == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH ||
+         r == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE || r == CUDA_ERROR_NOT_INITIALIZED;
+}
+
+inline CUdeviceptr to_ptr(device_address addr) noexcept { return static_cast<CUdeviceptr>(addr); }
+
+/// Makes `ctx` current for a scope when it is not already (cuCtxPushCurrent / cuCtxPopCurrent).
+class scoped_context {
+ public:
+  scoped_context(const cuda_driver_api& api, CUcontext ctx) noexcept : api_(api) {
+    CUcontext current = nullptr;
+    if (api.ctx_get_current(&current) == CUDA_SUCCESS && current == ctx) return;
+    pushed_ = api.ctx_push_current(ctx) == CUDA_SUCCESS;
+  }
+  ~scoped_context() {
+    if (!pushed_) return;
+    CUcontext popped = nullptr;
+    (void)api_.ctx_pop_current(&popped);
+  }
+  scoped_context(const scoped_context&) = delete;
+  scoped_context& operator=(const scoped_context&) = delete;
+
+ private:
+  const cuda_driver_api& api_;
+  bool pushed_ = false;
+};
+
+}  // namespace detail::vmm
+
+struct cuda_vmm_device::state {
+  struct page {
+    CUmemGenericAllocationHandle handle = 0;  ///< 0 for a host-backed page (its run holds the handle)
+    bool mapped = false;
+    bool host = false;  ///< mapped to host-located memory by an offload (cuda_vmm_offload.cpp)
+  };
+  /// An offloaded range: one host-located handle mapped over it at its own addresses.
+  struct host_run {
+    CUmemGenericAllocationHandle handle = 0;
+    std::size_t bytes = 0;
+  };
+  struct reservation {
+    std::size_t size_bytes = 0;
+    std::vector<page> pages;
+    std::size_t mapped_pages = 0;  ///< device and host-backed pages alike
+  };
+
+  detail::cuda_driver_api api;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  std::size_t page_bytes = 0;
+  CUmemAllocationProp prop{};
+  std::vector<CUmemAccessDesc> access;  ///< This device first, then each peer granted access.
+
+  CUmemAllocationProp host_prop{};  ///< A host-located handle's (offload), when caps say has_host_backing.
+
+  std::mutex mutex;  ///< Guards the books below; held across the driver calls that change them.
+  std::map<device_address, reservation> reservations;
+  std::size_t mapped_bytes = 0;  ///< device memory only
+  std::map<device_address, host_run> host_runs;
+  std::size_t host_bytes = 0;
+  device::moved_bytes moved;
+  CUstream copy_stream = nullptr;  ///< made at the first offload
+  std::unordered_map<event_id, CUevent> events;
+  event_id next_event = 1;
+
+  mutable std::mutex failure_mutex;  ///< Guards last_failure only.
+  std::string last_failure;
+
+  errc failed(CUresult r, std::string_view call) {
+    std::string text = fmt::format("{} failed: {}", call, detail::vmm::error_name(api, r));
+    std::lock_guard lock(failure_mutex);
+    last_failure = std::move(text);
+    return detail::vmm::to_errc(r);
+  }
+
+  /// The reservation holding [addr, addr+bytes) wholly, or nullptr; `first` is the page of addr.
+  reservation* find_range(device_address addr, std::size_t bytes, std::size_t& first) {
+    if (bytes == 0 || addr + bytes < addr) return nullptr;
+    auto it = reservations.upper_bound(addr);
+    if (it == reservations.begin()) return nullptr;
+    --it;
+    if (addr + bytes > it->first + it->second.size_bytes) return nullptr;
+    first = (addr - it->first) / page_bytes;
+    return &it->second;
+  }
+
+  /// The reservation holding page-aligned [addr, addr+bytes) whose pages are all `mapped` to device
+  /// memory (or all unmapped when false), with the index of its first page; nullptr when the range breaks the
+  /// contract (map of a mapped page, unmap of an unmapped one, outside any reservation).
+  reservation* find_pages(device_address addr, std::size_t bytes, bool mapped, std::size_t& first) {
+    if (bytes == 0 || addr % page_bytes != 0 || bytes % page_bytes != 0) return nullptr;
+    reservation* res = find_range(addr, bytes, first);
+    if (res == nullptr) return nullptr;
+    for (std::size_t i = first; i < first + bytes / page_bytes; ++i) {
+      if (res->pages[i].mapped != mapped || res->pages[i].host) return nullptr;
+    }
+    return res;
+  }
+
+  /// Unmaps and releases one page, ignoring errors (rollback and teardown only).
+  void drop_page(page& p, device_address at) {
+    (void)api.mem_unmap(detail::vmm::to_ptr(at), page_bytes);
+    (void)api.mem_release(p.handle);
+    p = page{};
+  }
+
+  /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host-located
+  /// handle released. Under `mutex`.
+  errc unmap_host_run(device_address addr, std::size_t bytes);
+
+  CUevent find_event(event_id id) {
+    std::lock_guard lock(mutex);
+    const auto it = events.find(id);
+    return it == events.end() ? nullptr : it->second;
+  }
+};
+
+
+}  // namespace phasealloc

@@ -1,0 +1,163 @@
+// cuda_vmm_device's same-address offload on a GPU, or on simcuda (ctest's cuda_vmm_offload_on_simcuda):
+// the bytes a range held come back bit-exact at the same addresses, the addresses work while the
+// range is on the host, only live bytes are copied, device memory is given back and taken again,
+// and a restore that finds the device full keeps the bytes on the host until it can succeed.
+// Without a GPU or the simulator every test skips and says why (label: gpu).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "phasealloc/devices/cuda_vmm_device.hpp"
+
+namespace phasealloc {
+namespace {
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<std::uint8_t> out(n);
+  for (auto& b : out) b = static_cast<std::uint8_t>(gen());
+  return out;
+}
+
+void write(device_address at, const std::vector<std::uint8_t>& bytes) {
+  ASSERT_EQ(cudaMemcpy(reinterpret_cast<void*>(at), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+std::vector<std::uint8_t> read(device_address at, std::size_t n) {
+  std::vector<std::uint8_t> out(n);
+  EXPECT_EQ(cudaMemcpy(out.data(), reinterpret_cast<const void*>(at), n, cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+class CudaVmmOffload : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto made = cuda_vmm_device::create(0, {}, &why);
+    if (!made) {
+      if (std::getenv("PHASEALLOC_CONFORMANCE_REQUIRE_DEVICE") != nullptr) FAIL() << "no cuda_vmm device: " << why;
+      GTEST_SKIP() << "real GPU only: " << why;
+    }
+    dev_ = std::move(made).value();
+    if (!dev_->caps().has_host_backing) {
+      if (std::getenv("PHASEALLOC_CONFORMANCE_REQUIRE_DEVICE") != nullptr) FAIL() << "the device has no host backing";
+      GTEST_SKIP() << "real GPU only: this driver cannot back device addresses with host memory";
+    }
+    page_ = dev_->caps().granularity_bytes;
+  }
+
+  /// A reservation of `pages` pages, mapped.
+  device_address mapped(std::size_t pages) {
+    const device_address base = dev_->reserve(pages * page_).value();
+    EXPECT_EQ(dev_->map(base, pages * page_), errc::ok);
+    return base;
+  }
+
+  std::size_t free_now() {
+    std::size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return free;
+  }
+
+  std::unique_ptr<cuda_vmm_device> dev_;
+  std::size_t page_ = 0;
+};
+
+TEST_F(CudaVmmOffload, LiveBytesComeBackBitExactAtTheSameAddresses) {
+  const std::size_t pages = 4;
+  const device_address base = mapped(pages);
+  const std::size_t bytes = pages * page_;
+  const auto contents = random_bytes(bytes, 7);
+  write(base, contents);
+  // Three blocks: a small one at the start, one across a page boundary, one at the very end.
+  const std::vector<byte_range> live{{base, 512}, {base + page_ - 4096, 2 * 4096 + 17}, {base + bytes - 1000, 1000}};
+  const std::size_t free_before = free_now();
+
+  ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_backed_bytes(), bytes);
+  EXPECT_EQ(dev_->mapped_bytes(), 0u);
+  EXPECT_EQ(free_now(), free_before + bytes);  // the device pages went back to the driver
+  EXPECT_EQ(dev_->moved().to_host, 512u + 2 * 4096 + 17 + 1000);  // live bytes only
+  for (const byte_range& r : live) {  // the addresses still work: the bytes are read over the link
+    const auto got = read(r.addr, r.bytes);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), contents.begin() + static_cast<std::ptrdiff_t>(r.addr - base)));
+  }
+
+  ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev_->mapped_bytes(), bytes);
+  EXPECT_EQ(dev_->moved().to_device, dev_->moved().to_host);
+  for (const byte_range& r : live) {
+    const auto got = read(r.addr, r.bytes);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), contents.begin() + static_cast<std::ptrdiff_t>(r.addr - base)));
+  }
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+TEST_F(CudaVmmOffload, WritesWhileOffloadedAreKeptByTheRestore) {
+  const device_address base = mapped(2);
+  const std::size_t bytes = 2 * page_;
+  write(base, random_bytes(bytes, 1));
+  const std::vector<byte_range> live{{base, bytes}};
+  ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  const auto later = random_bytes(bytes, 2);
+  write(base, later);  // a kernel or copy touching the offloaded range: slow, never a fault
+  ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(read(base, bytes), later);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+TEST_F(CudaVmmOffload, ARestoreOnAFullDeviceKeepsTheBytesAndSucceedsLater) {
+  const device_address base = mapped(2);
+  const std::size_t bytes = 2 * page_;
+  const auto contents = random_bytes(bytes, 3);
+  write(base, contents);
+  const std::vector<byte_range> live{{base, bytes}};
+  ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  // Fill the device with pages of another reservation until it refuses.
+  const std::size_t filler_bytes = (dev_->caps().capacity_bytes / page_ + 1) * page_;
+  const device_address filler = dev_->reserve(filler_bytes).value();
+  std::size_t filled = 0;
+  while (filled < filler_bytes && dev_->map(filler + filled, page_) == errc::ok) filled += page_;
+  ASSERT_LT(filled, filler_bytes);
+
+  EXPECT_EQ(dev_->restore(base, bytes, live, {}), errc::out_of_memory);
+  EXPECT_EQ(dev_->host_backed_bytes(), bytes);
+  EXPECT_EQ(read(base, bytes), contents);  // still there, on the host, at its addresses
+
+  ASSERT_EQ(dev_->unmap(filler, filled), errc::ok);
+  ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(read(base, bytes), contents);
+  EXPECT_EQ(dev_->release(filler, filler_bytes), errc::ok);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+TEST_F(CudaVmmOffload, AnOffloadedRangeIsUnmappedWholeAndMovesOnlyMappedDevicePages) {
+  const device_address base = mapped(3);
+  const std::size_t bytes = 3 * page_;
+  ASSERT_EQ(dev_->offload(base, 2 * page_, {}, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->moved().to_host, 0u);  // nothing live: nothing copied
+  EXPECT_EQ(dev_->offload(base, 2 * page_, {}, {}), errc::invalid_argument);        // already on the host
+  EXPECT_EQ(dev_->unmap(base, page_), errc::invalid_argument);                      // part of a run
+  EXPECT_EQ(dev_->map(base, page_), errc::invalid_argument);                        // it is mapped (to the host)
+  EXPECT_EQ(dev_->restore(base + page_, page_, {}, {}), errc::invalid_argument);    // not a run's start
+  const std::vector<byte_range> outside{{base + 2 * page_, 16}};
+  EXPECT_EQ(dev_->restore(base, 2 * page_, outside, {}), errc::invalid_argument);   // live range outside
+  EXPECT_EQ(dev_->release(base, bytes), errc::invalid_argument);                    // still mapped
+  EXPECT_EQ(dev_->unmap(base, 2 * page_), errc::ok);                                // the host memory freed
+  EXPECT_EQ(dev_->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev_->unmap(base + 2 * page_, page_), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+}  // namespace
+}  // namespace phasealloc
