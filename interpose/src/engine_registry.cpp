@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -180,6 +181,17 @@ std::string engine_registry::start_trace(std::string_view pattern) {
     exit_flush_registered_ = true;
     std::atexit([] { engine_registry::instance().flush_traces_at_exit(); });
   }
+  if (!checkpoint_thread_started_) {
+    // Checkpoints between transitions (trace_control.hpp): the registry is never destroyed, so the
+    // thread may outlive main; after the exit flush its checkpoints do nothing.
+    checkpoint_thread_started_ = true;
+    std::thread([] {
+      for (;;) {
+        std::this_thread::sleep_for(quiet_checkpoint_period);
+        engine_registry::instance().checkpoint_traces();
+      }
+    }).detach();
+  }
   return {};
 }
 
@@ -217,7 +229,7 @@ void engine_registry::checkpoint_traces() {
 }
 
 void engine_registry::checkpoint_traces_locked() {
-  if (trace_pattern_.empty() || checkpoint_failed_) return;
+  if (trace_pattern_.empty() || checkpoint_failed_ || exiting_) return;
   const auto start = std::chrono::steady_clock::now();
   if (start < next_checkpoint_) return;
   for (device_slot* s : created()) {
@@ -235,6 +247,7 @@ void engine_registry::checkpoint_traces_locked() {
 void engine_registry::flush_traces_at_exit() {
   try {
     std::lock_guard lock(mutex_);
+    exiting_ = true;  // no checkpoint after this one: static destructors run next
     if (trace_pattern_.empty()) return;
     for (device_slot* s : created()) {
       const std::string error = flush_trace(*s);

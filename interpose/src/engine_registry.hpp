@@ -75,8 +75,11 @@ class engine_registry {
   /// Writes every running trace's file now (recording goes on); the errors, joined ("" if none).
   std::string flush_traces();
   bool tracing() const;
-  /// Writes the running traces when a checkpoint is due (trace_control.hpp): at empty_cache.
+  /// Writes the running traces when a checkpoint is due (trace_control.hpp): at empty_cache, and
+  /// every quiet_checkpoint_period from a background thread.
   void checkpoint_traces();
+  /// How often the background thread offers a checkpoint (the 1% rule still decides).
+  static constexpr std::chrono::milliseconds quiet_checkpoint_period{250};
 
   /// Makes every engine read its observer's wanted_ops() again (after the event listener changed).
   void refresh_sinks();
@@ -112,6 +115,8 @@ class engine_registry {
   bool exit_flush_registered_ = false;
   std::chrono::steady_clock::time_point next_checkpoint_{};  ///< Guarded by mutex_.
   bool checkpoint_failed_ = false;                           ///< Reported once; no checkpoint after.
+  bool checkpoint_thread_started_ = false;  ///< The quiet-time checkpoints (trace_control.hpp), once a process.
+  bool exiting_ = false;                    ///< The exit flush ran: no checkpoint after it.
 };
 
 }  // namespace phasealloc::interpose

@@ -13,10 +13,14 @@
 //   with SIGKILL when its driver exits; vLLM's engine processes go with their parent), so the
 //   running traces are also written at phase transitions and at empty_cache (which frameworks
 //   call at the end of an operation: verl after each), by engine_registry, each file replaced
-//   whole (temporary file, then rename: a reader never sees half of one). A checkpoint waits 99
-//   times the last one's duration after it, so writing takes at most 1% of the job's time.
-// Limitations: what a killed process did after its last checkpoint is not in its trace (what
-//   followed its last transition or empty_cache, and whatever the 1% rule deferred).
+//   whole (temporary file, then rename: a reader never sees half of one). A process that holds
+//   memory but never changes phase (a Ray actor that allocates, answers and waits to be killed)
+//   would have none: a background thread, started with the first trace, also offers a checkpoint
+//   every 250 ms (engine_registry::quiet_checkpoint_period). A checkpoint waits 99 times the last
+//   one's duration after it, so writing takes at most 1% of the job's time.
+// Limitations: what a killed process did after its last checkpoint is not in its trace (the last
+//   250 ms, or whatever the 1% rule deferred). A checkpoint holds the registry's lock while it
+//   writes, so a phase transition or a new engine waits for it (at most 1% of the time).
 //   Allocations made before the trace started are unknown to the recorder; their frees
 //   are counted as unmatched (trace_recorder::unmatched_events), not written.
 #pragma once

@@ -151,6 +151,25 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert any('"optimizer"' in line for line in lines)
 
 
+def test_a_process_that_never_changes_phase_leaves_its_trace_when_killed(lib, tmp_path):
+    """A Ray actor allocates, answers and waits to be killed, with no phase transition and no
+    empty_cache: the background checkpoint (every 250 ms) writes its trace all the same."""
+    pattern = str(tmp_path / "quiet.%p.txt")
+    code = CTYPES_PRELUDE + """
+import signal, time
+lib.phasealloc_try_malloc(3 << 20, 0, None)
+time.sleep(1.0)
+print(os.getpid(), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    out = run_python(code, conf="device:model,trace:[%s]" % pattern)
+    assert out.returncode == -9, out.stderr
+    files = os.listdir(tmp_path)
+    assert files == ["quiet.%s.txt" % out.stdout.strip()], files
+    _, events = read_text_trace(tmp_path / files[0])
+    assert [int(e[3]) for e in events if e[1] == "alloc"] == [3 << 20], events
+
+
 def test_a_ray_or_vllm_process_title_names_the_role_when_none_is_set(lib, tmp_path):
     """%R without a configured role is the name Ray or vLLM titled the process with (Ray writes
     "ray::ACTOR.METHOD" over argv, as setproctitle does: done here through /proc/self/stat's argv
