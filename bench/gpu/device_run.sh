@@ -16,6 +16,8 @@
 # With PHASEALLOC_CLI (the `phasealloc` command line tool) the native snapshot is also converted
 # to a trace (native.patrace.gz) and replayed through this machine's PyTorch allocator
 # (torch-replay-on-gpu.json), the oracle the model is checked against.
+# With OFFLOAD_BENCH (the offload_bench binary of a build) it also runs the same-address offload
+# benchmark (1-32 GiB against a plain pinned copy; offload-bench.json).
 # PHASEALLOC_GPU_TESTS=sim runs it all on the simulated GPU instead (a rehearsal).
 # bench/gpu/device-runs/ keeps what each run on a GPU machine produced, with its commands.
 set -uo pipefail
@@ -77,6 +79,14 @@ timeout "${BENCH_SECONDS:-200}" "${launch[@]}" "$python" "$here/rlhf_ppo.py" \
   --model-size "$size" --steps "${BENCH_STEPS:-5}" --rounds "${BENCH_ROUNDS:-2}" \
   --markdown "$out/ppo-results.md" --json "$out/ppo-results.json" > "$out/ppo.log" 2>&1 || status=1
 tail -n 30 "$out/ppo.log"
+
+if [ -n "${OFFLOAD_BENCH:-}" ]; then
+  # Same-address offload (bench/offload_bench.cpp) against a plain pinned copy of the same bytes.
+  echo "== same-address offload against a plain pinned copy"
+  timeout "${OFFLOAD_SECONDS:-240}" "$OFFLOAD_BENCH" --benchmark_counters_tabular=true \
+    --benchmark_out="$out/offload-bench.json" --benchmark_out_format=json > "$out/offload-bench.log" 2>&1 || status=1
+  tail -n 20 "$out/offload-bench.log"
+fi
 
 echo "== recordings of the same job (native snapshot, phasealloc trace)"
 timeout "${RECORD_SECONDS:-120}" "${launch[@]}" "$python" "$here/rlhf_ppo.py" --allocator native \

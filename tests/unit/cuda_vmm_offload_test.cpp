@@ -4,6 +4,7 @@
 // and a restore that finds the device full keeps the bytes on the host until it can succeed.
 // Without a GPU or the simulator every test skips and says why (label: gpu).
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -137,6 +138,50 @@ TEST_F(CudaVmmOffload, ARestoreOnAFullDeviceKeepsTheBytesAndSucceedsLater) {
   ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
   EXPECT_EQ(read(base, bytes), contents);
   EXPECT_EQ(dev_->release(filler, filler_bytes), errc::ok);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+/// simcuda's bytes of host-located handles (looked up at run time), or -1 on a GPU.
+long long simulated_host_located_bytes() {
+  using fn = std::size_t (*)();
+  static const auto get = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "simcuda_host_located_bytes"));
+  return get != nullptr ? static_cast<long long>(get()) : -1;
+}
+
+TEST_F(CudaVmmOffload, TheHostMemoryOfOneCycleServesTheNext) {
+  const device_address base = mapped(2);
+  const std::size_t bytes = 2 * page_;
+  const std::vector<byte_range> live{{base, bytes}};
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+    EXPECT_EQ(dev_->host_held_bytes(), bytes) << cycle;  // the kept handle, not a new one
+    if (simulated_host_located_bytes() >= 0) {
+      EXPECT_EQ(simulated_host_located_bytes(), static_cast<long long>(bytes));
+    }
+    ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+    EXPECT_EQ(dev_->host_held_bytes(), bytes) << cycle;  // kept for the next cycle
+  }
+  // A smaller range is served by the kept handle too.
+  ASSERT_EQ(dev_->offload(base, page_, {}, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_held_bytes(), bytes);
+  EXPECT_EQ(dev_->unmap(base, page_), errc::ok);
+  EXPECT_EQ(dev_->unmap(base + page_, page_), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+TEST_F(CudaVmmOffload, WithoutAHostCacheTheHostMemoryGoesBackAtRestore) {
+  dev_.reset();
+  dev_ = cuda_vmm_device::create(0, {.page_bytes = 0, .host_cache_bytes = 0}).value();
+  const device_address base = mapped(2);
+  const std::size_t bytes = 2 * page_;
+  ASSERT_EQ(dev_->offload(base, bytes, {}, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_held_bytes(), bytes);
+  ASSERT_EQ(dev_->restore(base, bytes, {}, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_held_bytes(), 0u);
+  if (simulated_host_located_bytes() >= 0) {
+    EXPECT_EQ(simulated_host_located_bytes(), 0);
+  }
   EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
   EXPECT_EQ(dev_->release(base, bytes), errc::ok);
 }

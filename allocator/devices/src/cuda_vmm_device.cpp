@@ -232,6 +232,7 @@ result<std::unique_ptr<cuda_vmm_device>> cuda_vmm_device::create_with_driver(con
                                                     ordinal, error_name(api, r)));
   }
   s->page_bytes = granularity;
+  s->host_cache_bytes = options.host_cache_bytes;
   if (options.page_bytes != 0) {
     const std::size_t page = options.page_bytes;
     if (page % granularity != 0 || (page & (page - 1)) != 0) {
@@ -273,6 +274,7 @@ cuda_vmm_device::~cuda_vmm_device() {
       (void)s.api.mem_unmap(to_ptr(addr), run.bytes);
       (void)s.api.mem_release(run.handle);
     }
+    for (const auto& kept : s.idle_hosts) (void)s.api.mem_release(kept.handle);
     if (s.copy_stream != nullptr) (void)s.api.stream_destroy(s.copy_stream);
     for (auto& [base, res] : s.reservations) {
       for (std::size_t i = 0; i < res.pages.size(); ++i) {
@@ -447,8 +449,8 @@ errc cuda_vmm_device::state::unmap_host_run(device_address addr, std::size_t byt
   scoped_context scope(api, ctx);
   CUresult r = api.mem_unmap(to_ptr(addr), bytes);
   if (r != CUDA_SUCCESS) return failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
-  r = api.mem_release(run->second.handle);
-  if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease of a host-located handle (leaked)");
+  keep_host_handle(run->second.handle, run->second.handle_bytes);
+  run_handle_bytes -= run->second.handle_bytes;
   const std::size_t count = bytes / page_bytes;
   for (std::size_t i = first; i < first + count; ++i) res->pages[i] = page{};
   res->mapped_pages -= count;

@@ -10,7 +10,8 @@
 //   (cuMemCreate at a host location): mapped over the range in place of its device pages, the
 //   addresses keep working, at link speed instead of HBM speed.
 // Approach
-//   - offload: one host-located handle for the whole range, mapped at a staging reservation; the
+//   - offload: one host-located handle for the whole range (a kept one when one holds it), mapped
+//     at a staging reservation; the
 //     live ranges (adjacent ones coalesced) are copied there with cuMemcpyAsync on the device's copy
 //     stream, which first waits for the `after` events; the stream is synchronized; the range's
 //     device pages are unmapped (handles kept), the host handle is mapped over the range and given
@@ -29,8 +30,10 @@
 //   - The addresses are unmapped for the instant between removing one mapping and adding the
 //     other: work on another stream that touches the range then (it should not: `after` names the
 //     streams that used it) faults, as it would on any remap.
-//   - Host memory is taken per offload (one cuMemCreate); a pool of host handles reused across
-//     cycles is the next step.
+//   - Host memory comes back to the driver only beyond cuda_vmm_options::host_cache_bytes: a
+//     restored range's host handle is kept for the next offload (the smallest kept handle that
+//     holds a range serves it), so a cycle after the first pins nothing. Kept handles count in
+//     host_held_bytes(), not in host_backed_bytes().
 #include <algorithm>
 #include <vector>
 
@@ -165,6 +168,34 @@ void unmap_staging(cuda_vmm_device::state& s, device_address staging, std::size_
 
 }  // namespace
 
+CUresult cuda_vmm_device::state::take_host_handle(std::size_t bytes, CUmemGenericAllocationHandle& handle,
+                                                  std::size_t& handle_bytes) {
+  auto best = idle_hosts.end();
+  for (auto it = idle_hosts.begin(); it != idle_hosts.end(); ++it) {
+    if (it->bytes >= bytes && (best == idle_hosts.end() || it->bytes < best->bytes)) best = it;
+  }
+  if (best != idle_hosts.end()) {
+    handle = best->handle;
+    handle_bytes = best->bytes;
+    idle_host_bytes -= best->bytes;
+    idle_hosts.erase(best);
+    return CUDA_SUCCESS;
+  }
+  handle_bytes = bytes;
+  return api.mem_create(&handle, bytes, &host_prop, 0);
+}
+
+void cuda_vmm_device::state::keep_host_handle(CUmemGenericAllocationHandle handle, std::size_t handle_bytes) {
+  idle_hosts.push_back({handle, handle_bytes});
+  idle_host_bytes += handle_bytes;
+  while (idle_host_bytes > host_cache_bytes && !idle_hosts.empty()) {
+    const CUresult r = api.mem_release(idle_hosts.front().handle);
+    if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease of a host-located handle (leaked)");
+    idle_host_bytes -= idle_hosts.front().bytes;
+    idle_hosts.erase(idle_hosts.begin());
+  }
+}
+
 errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                               std::span<const event_id> after) noexcept {
   if (!caps_.has_host_backing) return errc::not_supported;
@@ -177,18 +208,19 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
   scoped_context ctx(s.api, s.ctx);
 
   CUmemGenericAllocationHandle host = 0;
-  CUresult r = s.api.mem_create(&host, bytes, &s.host_prop, 0);
+  std::size_t host_bytes = 0;
+  CUresult r = s.take_host_handle(bytes, host, host_bytes);
   if (r != CUDA_SUCCESS) return s.failed(r, fmt::format("cuMemCreate({}, host location)", bytes));
   errc err = errc::ok;
   const device_address staging = map_staging(s, host, bytes, err);
   if (staging == 0) {
-    (void)s.api.mem_release(host);
+    s.keep_host_handle(host, host_bytes);
     return err;
   }
   err = copy_live(s, addr, addr, staging, live, after);
   unmap_staging(s, staging, bytes);
   if (err != errc::ok) {
-    (void)s.api.mem_release(host);
+    s.keep_host_handle(host, host_bytes);
     return err;
   }
   // Device pages out (handles kept until the host mapping is in), host memory in.
@@ -211,7 +243,7 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
       (void)s.api.mem_map(to_ptr(back), s.page_bytes, 0, res->pages[first + i].handle, 0);
       (void)s.api.mem_set_access(to_ptr(back), s.page_bytes, s.access.data(), s.access.size());
     }
-    (void)s.api.mem_release(host);
+    s.keep_host_handle(host, host_bytes);
     return err;
   }
   for (std::size_t i = 0; i < count; ++i) {
@@ -220,9 +252,10 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
     if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease (handle leaked)");
     p = state::page{.handle = 0, .mapped = true, .host = true};
   }
-  s.host_runs[addr] = state::host_run{.handle = host, .bytes = bytes};
+  s.host_runs[addr] = state::host_run{.handle = host, .bytes = bytes, .handle_bytes = host_bytes};
   s.mapped_bytes -= bytes;
   s.host_bytes += bytes;
+  s.run_handle_bytes += host_bytes;
   s.moved.to_host += total_bytes(live);
   return errc::ok;
 }
@@ -287,11 +320,12 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
     return err;
   }
   unmap_staging(s, staging, bytes);
-  r = s.api.mem_release(host);
-  if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease of a host-located handle (leaked)");
+  const std::size_t host_bytes = run->second.handle_bytes;
+  s.keep_host_handle(host, host_bytes);  // the next offload copies into memory already in place
   for (std::size_t i = 0; i < count; ++i) res->pages[first + i] = state::page{.handle = handles[i], .mapped = true};
   s.host_runs.erase(run);
   s.host_bytes -= bytes;
+  s.run_handle_bytes -= host_bytes;
   s.mapped_bytes += bytes;
   s.moved.to_device += total_bytes(live);
   return errc::ok;
@@ -300,6 +334,11 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
 std::size_t cuda_vmm_device::host_backed_bytes() const noexcept {
   std::lock_guard lock(state_->mutex);
   return state_->host_bytes;
+}
+
+std::size_t cuda_vmm_device::host_held_bytes() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->run_handle_bytes + state_->idle_host_bytes;
 }
 
 device::moved_bytes cuda_vmm_device::moved() const noexcept {

@@ -70,8 +70,15 @@ struct cuda_vmm_device::state {
     bool mapped = false;
     bool host = false;  ///< mapped to host-located memory by an offload (cuda_vmm_offload.cpp)
   };
-  /// An offloaded range: one host-located handle mapped over it at its own addresses.
+  /// An offloaded range: one host-located handle mapped over it at its own addresses (the handle
+  /// may be larger: one kept from an earlier offload).
   struct host_run {
+    CUmemGenericAllocationHandle handle = 0;
+    std::size_t bytes = 0;         ///< the range
+    std::size_t handle_bytes = 0;  ///< the handle
+  };
+  /// A host-located handle kept for reuse (options.host_cache_bytes).
+  struct idle_host {
     CUmemGenericAllocationHandle handle = 0;
     std::size_t bytes = 0;
   };
@@ -94,7 +101,11 @@ struct cuda_vmm_device::state {
   std::map<device_address, reservation> reservations;
   std::size_t mapped_bytes = 0;  ///< device memory only
   std::map<device_address, host_run> host_runs;
-  std::size_t host_bytes = 0;
+  std::size_t host_bytes = 0;            ///< the offloaded ranges' bytes
+  std::vector<idle_host> idle_hosts;     ///< oldest first
+  std::size_t idle_host_bytes = 0;
+  std::size_t host_cache_bytes = 0;      ///< options.host_cache_bytes
+  std::size_t run_handle_bytes = 0;      ///< the handles behind host_runs
   device::moved_bytes moved;
   CUstream copy_stream = nullptr;  ///< made at the first offload
   std::unordered_map<event_id, CUevent> events;
@@ -142,8 +153,13 @@ struct cuda_vmm_device::state {
   }
 
   /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host-located
-  /// handle released. Under `mutex`.
+  /// handle kept for reuse or released. Under `mutex`.
   errc unmap_host_run(device_address addr, std::size_t bytes);
+  /// A host-located handle of at least `bytes`: the smallest kept one that holds them, else a new
+  /// one (cuMemCreate). Under `mutex`, in the device's context.
+  CUresult take_host_handle(std::size_t bytes, CUmemGenericAllocationHandle& handle, std::size_t& handle_bytes);
+  /// Keeps a handle no range maps any more for reuse, releasing the oldest beyond host_cache_bytes.
+  void keep_host_handle(CUmemGenericAllocationHandle handle, std::size_t handle_bytes);
 
   CUevent find_event(event_id id) {
     std::lock_guard lock(mutex);

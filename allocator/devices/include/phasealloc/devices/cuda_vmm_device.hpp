@@ -34,6 +34,10 @@ struct cuda_vmm_options {
   /// granularity. Otherwise a power-of-two multiple of it (e.g. 16 or 32 MiB, to trade unmap
   /// precision for fewer driver calls, like PyTorch's 20 MiB large-pool pages).
   std::size_t page_bytes = 0;
+  /// Host-located memory kept for the next offload once a range is restored or unmapped (pinned
+  /// memory is slow to take: the next offload copies into memory already in place). Beyond it the
+  /// oldest kept handles are released. 0 keeps none.
+  std::size_t host_cache_bytes = 16 * gib;
 };
 
 class cuda_vmm_device final : public device {
@@ -92,6 +96,8 @@ class cuda_vmm_device final : public device {
                std::span<const event_id> after) noexcept override;
   std::size_t host_backed_bytes() const noexcept override;
   moved_bytes moved() const noexcept override;
+  /// Host-located memory held now: behind offloaded ranges and kept for reuse (host_cache_bytes).
+  std::size_t host_held_bytes() const noexcept;
 
   /// The driver table, context, handles and the books (src/cuda_vmm_state.hpp; opaque here).
   struct state;
