@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -227,7 +228,7 @@ def run(test_file, scenario, sim_gpu="80GiB", native=True, conf=None, bridge="au
 class _fork_server:
     """A started tests/harness/fork_server.py: torch imported once, a forked child per scenario."""
 
-    def __init__(self, prefix, env):
+    def __init__(self, prefix, env, timeout):
         request_read, self.request_ = os.pipe()
         self.answer_, answer_write = os.pipe()
         out, err = tempfile.TemporaryFile(mode="w+"), tempfile.TemporaryFile(mode="w+")
@@ -238,7 +239,12 @@ class _fork_server:
         os.close(answer_write)
         self.requests_ = os.fdopen(self.request_, "w")
         self.answers_ = os.fdopen(self.answer_, "r")
-        self.ready_ = self.answers_.readline().strip() == "ready"
+        # Ready within the scenario's own time limit, or not at all (a hung import is killed, and
+        # the caller starts the scenario as a fresh process, which meets the limit as before).
+        self.ready_ = bool(select.select([self.answers_], [], [], timeout)[0]) and \
+            self.answers_.readline().strip() == "ready"
+        if not self.ready_:
+            self.process_.kill()
         # What the start-up printed (the simulated GPU's banner, warnings at import): a fresh
         # process prints it first, so every child's output begins with it.
         self.startup_ = []
@@ -306,7 +312,7 @@ def _run_child(prefix, env, file, args, timeout):
         if server is None:
             while len(_servers) >= _MAX_SERVERS:
                 _servers.popitem(last=False)[1].close()
-            server = _servers[key] = _fork_server(prefix, env)
+            server = _servers[key] = _fork_server(prefix, env, timeout)
         _servers.move_to_end(key)
         out = server.run(command, file, args, timeout) if server.ready_ else None
         if out is not None:
