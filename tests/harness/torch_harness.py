@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+import fork_server  # beside this file: the protocol's ready line
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))  # tests/harness/ -> the repository
 LAUNCHER = os.path.join(REPO, "interpose", "python", "bin", "phasealloc-run")
@@ -242,7 +244,7 @@ class _fork_server:
         # Ready within the scenario's own time limit, or not at all (a hung import is killed, and
         # the caller starts the scenario as a fresh process, which meets the limit as before).
         self.ready_ = bool(select.select([self.answers_], [], [], timeout)[0]) and \
-            self.answers_.readline().strip() == "ready"
+            self.answers_.readline().strip() == fork_server.READY
         if not self.ready_:
             self.process_.kill()
         # What the start-up printed (the simulated GPU's banner, warnings at import): a fresh

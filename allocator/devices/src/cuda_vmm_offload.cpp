@@ -45,16 +45,6 @@ using namespace detail::vmm;
 
 namespace {
 
-/// Whether `live` lies inside [addr, addr+bytes), in address order, without overlap.
-bool ranges_inside(std::span<const byte_range> live, device_address addr, std::size_t bytes) noexcept {
-  device_address cursor = addr;
-  for (const byte_range& r : live) {
-    if (r.bytes == 0 || r.addr < cursor || r.addr + r.bytes < r.addr || r.addr + r.bytes > addr + bytes) return false;
-    cursor = r.addr + r.bytes;
-  }
-  return true;
-}
-
 /// `live` with adjacent ranges merged: one copy each.
 std::vector<byte_range> coalesced(std::span<const byte_range> live) {
   std::vector<byte_range> out;
@@ -68,11 +58,6 @@ std::vector<byte_range> coalesced(std::span<const byte_range> live) {
   return out;
 }
 
-std::size_t total_bytes(std::span<const byte_range> live) noexcept {
-  std::size_t sum = 0;
-  for (const byte_range& r : live) sum += r.bytes;
-  return sum;
-}
 
 }  // namespace
 
@@ -117,8 +102,8 @@ CUstream copy_stream(cuda_vmm_device::state& s) {
   return s.copy_stream;
 }
 
-/// Copies `live` between the range at `from_base` and the same offsets at `to_base` on the copy
-/// stream, after `after`, and waits for it. `to_host`: which book of moved bytes counts them.
+/// Copies `live` (inside the range at `range`) from the same offsets at `from_base` to `to_base` on
+/// the copy stream, after `after`, and waits for it.
 errc copy_live(cuda_vmm_device::state& s, device_address range, device_address from_base, device_address to_base,
                std::span<const byte_range> live, std::span<const event_id> after) {
   CUstream stream = copy_stream(s);
@@ -139,6 +124,9 @@ errc copy_live(cuda_vmm_device::state& s, device_address range, device_address f
   if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamSynchronize(copy stream)");
   return errc::ok;
 }
+
+/// Waits (on the copy stream, then on the host) for the work the `after` events mark.
+errc wait_for(cuda_vmm_device::state& s, std::span<const event_id> after) { return copy_live(s, 0, 0, 0, {}, after); }
 
 /// A staging reservation of `bytes` with `handle` mapped over it, readable and writable by this
 /// device; 0 (with the failure noted) when it cannot be made.
@@ -295,7 +283,7 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
     return err;
   }
   // Wait for the streams that used the range before its mapping changes under them.
-  err = copy_live(s, addr, addr, addr, {}, after);
+  err = wait_for(s, after);
   CUresult r = err == errc::ok ? s.api.mem_unmap(to_ptr(addr), bytes) : CUDA_SUCCESS;
   if (err != errc::ok || r != CUDA_SUCCESS) {
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));

@@ -294,24 +294,13 @@ bool model_device::overlaps_host_run(device_address addr, std::size_t bytes) con
 
 bool model_device::valid_moves(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                                std::span<const event_id> after) const noexcept {
-  device_address cursor = addr;
-  for (const byte_range& r : live) {
-    if (r.bytes == 0 || r.addr < cursor || r.addr + r.bytes > addr + bytes) return false;
-    cursor = r.addr + r.bytes;
-  }
+  if (!ranges_inside(live, addr, bytes)) return false;
   for (const event_id e : after) {
     if (!events_.contains(e)) return false;
   }
   return true;
 }
 
-namespace {
-std::size_t sum_bytes(std::span<const byte_range> live) noexcept {
-  std::size_t sum = 0;
-  for (const byte_range& r : live) sum += r.bytes;
-  return sum;
-}
-}  // namespace
 
 errc model_device::offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                            std::span<const event_id> after) noexcept {
@@ -330,7 +319,7 @@ errc model_device::offload(device_address addr, std::size_t bytes, std::span<con
     host_runs_.emplace(addr, bytes);
     host_bytes_ += bytes;
     mapped_bytes_ -= bytes;
-    moved_.to_host += sum_bytes(live);
+    moved_.to_host += total_bytes(live);
     return errc::ok;
   }();
   finish(lock);
@@ -353,7 +342,7 @@ errc model_device::restore(device_address addr, std::size_t bytes, std::span<con
     host_runs_.erase(run);
     host_bytes_ -= bytes;
     mapped_bytes_ += bytes;
-    moved_.to_device += sum_bytes(live);
+    moved_.to_device += total_bytes(live);
     return errc::ok;
   }();
   finish(lock);

@@ -65,6 +65,24 @@ struct byte_range {
   std::size_t bytes = 0;
 };
 
+/// Whether `ranges` lie inside [addr, addr+bytes), non-empty, in address order, not overlapping:
+/// what offload and restore take as `live`.
+inline bool ranges_inside(std::span<const byte_range> ranges, device_address addr, std::size_t bytes) noexcept {
+  device_address cursor = addr;
+  for (const byte_range& r : ranges) {
+    if (r.bytes == 0 || r.addr < cursor || r.addr + r.bytes < r.addr || r.addr + r.bytes > addr + bytes) return false;
+    cursor = r.addr + r.bytes;
+  }
+  return true;
+}
+
+/// The bytes of `ranges`, summed.
+inline std::size_t total_bytes(std::span<const byte_range> ranges) noexcept {
+  std::size_t sum = 0;
+  for (const byte_range& r : ranges) sum += r.bytes;
+  return sum;
+}
+
 class device {
  public:
   virtual ~device() = default;

@@ -280,6 +280,11 @@ bool device_range_accessible(const void* pointer, std::size_t bytes) noexcept;
 /// kind (torch's copy_ of contiguous tensors is one); skipping it keeps the level's promise that
 /// the job's device memory costs no host memory. Copies from or to the host always move.
 bool copy_moves_bytes(void* dst, const void* src) noexcept;
+/// Whether one side of a copy is valid: accessible memory in a device arena (device pages, or
+/// host-located pages mapped there), or anything outside the arenas (host memory, pageable or
+/// pinned, which the caller vouches for as CUDA does); `must_be_device` / `must_be_host` as the
+/// copy's kind says.
+bool copy_side_ok(const void* pointer, std::size_t bytes, bool must_be_device, bool must_be_host) noexcept;
 
 /// memset of accessible device memory (the caller checked the range). A zero fill over whole
 /// host pages punches them out of the backing memfd instead of writing them: they read as zero

@@ -13,16 +13,6 @@ using namespace simcuda::rt;
 
 namespace {
 
-/// A side of a copy is valid if it is accessible device memory, or anything outside the device
-/// arenas (host memory: pageable or pinned, which the caller vouches for as CUDA does).
-bool side_ok(const void* pointer, std::size_t bytes, bool must_be_device, bool must_be_host) {
-  pointer_info info = find_pointer(pointer);
-  const bool in_arena = info.kind == pointer_kind::device || info.device >= 0;
-  if (must_be_device && !in_arena) return false;
-  if (must_be_host && in_arena) return false;
-  if (info.kind == pointer_kind::device || in_arena) return device_range_accessible(pointer, bytes);
-  return pointer != nullptr;
-}
 
 cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
   bool dst_device = false, src_device = false, dst_host = false, src_host = false;
@@ -34,7 +24,7 @@ cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
     case cudaMemcpyDefault: break;
     default: return result(cudaErrorInvalidMemcpyDirection);
   }
-  if (!side_ok(dst, bytes, dst_device, dst_host) || !side_ok(src, bytes, src_device, src_host))
+  if (!copy_side_ok(dst, bytes, dst_device, dst_host) || !copy_side_ok(src, bytes, src_device, src_host))
     return result(cudaErrorInvalidValue);
   return cudaSuccess;
 }

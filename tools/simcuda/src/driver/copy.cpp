@@ -9,17 +9,6 @@
 using namespace simcuda;
 using namespace simcuda::drv;
 
-namespace {
-
-/// A side of a copy: accessible device memory (device or host-located pages in a device arena), or
-/// host memory outside the arenas, which the caller vouches for as CUDA does.
-bool side_ok(const void* pointer, std::size_t bytes) {
-  const pointer_info info = find_pointer(pointer);
-  if (info.kind == pointer_kind::device || info.device >= 0) return device_range_accessible(pointer, bytes);
-  return pointer != nullptr;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -29,7 +18,9 @@ CUresult cuMemcpyAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes
   if (bytes == 0) return CUDA_SUCCESS;
   auto* dst = reinterpret_cast<void*>(destination);
   const auto* src = reinterpret_cast<const void*>(source);
-  if (!side_ok(dst, bytes) || !side_ok(src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (!copy_side_ok(dst, bytes, false, false) || !copy_side_ok(src, bytes, false, false)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   node_work work;
   work.kind = node_kind::memcpy;
   work.dst = dst;
