@@ -129,6 +129,30 @@ PHASEALLOC_API int phasealloc_reset_accumulated_stats(int device); /* -1: every 
  * sorted by address. device -1: every created engine. NULL on error. */
 PHASEALLOC_API const char* phasealloc_snapshot_json(int device);
 
+/* --- same-address offload (device:cuda_vmm on a CUDA 12.2+ driver; simcuda emulates it) ------------ */
+
+/* What an offload or a restore did (phasealloc::offload_outcome). */
+typedef struct phasealloc_offload_result {
+  size_t blocks;       /* blocks moved, wholly or in part */
+  size_t ranges;       /* page ranges moved (adjacent blocks share one) */
+  size_t page_bytes;   /* bytes of pages whose memory changed sides */
+  size_t copied_bytes; /* live bytes copied (never a free cached byte) */
+  size_t kept_bytes;   /* offload: bytes of the named blocks that stayed (pages shared with blocks that stay) */
+} phasealloc_offload_result;
+
+/* Moves the live bytes of the blocks at ptrs[0..count) (addresses phasealloc_malloc returned for
+ * `device`) to host memory mapped at the same addresses and gives their device pages back: every
+ * page only these blocks cover. The pointers stay valid; a kernel that touches them reads and
+ * writes the right bytes over the link. Returns when the copies are done. 0, or -1 (last error: an
+ * unknown pointer, a device without host-backed mappings, a capture under way, a device failure;
+ * what was moved before the failure stays moved). `out` (may be NULL) receives what was done. */
+PHASEALLOC_API int phasealloc_offload(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out);
+/* Brings back to device pages, at the same addresses, every offloaded range holding a block at
+ * ptrs[0..count) (count 0: every offloaded range of `device`). 0; -2 when the device has no memory
+ * for a range even after releasing what phasealloc caches: its bytes stay on the host, correct,
+ * and a later call may succeed (last error names the range); -1 for any other error. */
+PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out);
+
 /* --- traces ----------------------------------------------------------------------------------------- */
 
 /* Records every engine (and engines created later) until phasealloc_trace_stop, or until the

@@ -70,6 +70,9 @@ struct block {
   const block_pool* pooled_in = nullptr;
   pool_set::const_iterator pool_pos{};  ///< In the pool's set (blocks of sizes not binned).
   std::uint32_t bin_slot = 0;           ///< In its size bin's heap (size_bins.hpp).
+  /// Overlaps an offloaded page range (engine_offload.cpp): allocated, pending free or
+  /// offloaded_free, never split, merged or pooled until the range is restored or dropped.
+  bool offloaded = false;
 
   bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
 };
@@ -78,6 +81,7 @@ struct segment {
   device_address addr = 0;
   std::size_t bytes = 0;         ///< Reserved address range.
   std::size_t mapped_bytes = 0;  ///< Backed by memory (== bytes on devices without virtual reserve).
+  std::size_t offloaded_bytes = 0;  ///< Of mapped_bytes, pages offloaded: host memory (not in reserved_bytes).
   pool_id pool = 0;
   stream_id stream = 0;
   bool expandable = false;       ///< Grows and shrinks by pages (expandable pools only).

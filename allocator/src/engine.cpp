@@ -317,8 +317,13 @@ void engine_impl::free_block(block* b) {
   const std::size_t bytes = b->bytes;
   const device_address addr = b->addr;
   b->requested_bytes = 0;
-  b->state = block_state::free;
   b->tag = 0;
+  if (b->offloaded) {  // its pages are the host's: out of every pool until restored (engine_offload.cpp)
+    emit(trace_op::free_completed, addr, 0, bytes, b->seg->stream);
+    free_offloaded(b);
+    return;
+  }
+  b->state = block_state::free;
   b = merge_neighbours(b);
   pools_[b->seg->pool].insert(b);
   emit(trace_op::free_completed, addr, 0, bytes, b->seg->stream);
@@ -388,9 +393,10 @@ errc engine_impl::classify_unknown(device_address addr, std::size_t size_bytes) 
                                            "free takes the address allocate returned",
                                            addr, addr - b->addr, b->addr, b->requested_bytes));
         }
-        const char* state = b->state == block_state::pending_free ? "pending-free"
-                            : b->state == block_state::unmapped   ? "unmapped"
-                                                                  : "free";
+        const char* state = b->state == block_state::pending_free     ? "pending-free"
+                            : b->state == block_state::unmapped       ? "unmapped"
+                            : b->state == block_state::offloaded_free ? "free (offloaded)"
+                                                                      : "free";
         return report_misuse(errc::double_free, addr, size_bytes, 0,
                              fmt::format("{:#x} lies in a {} block [{:#x}, +{}) of the segment at {:#x}: it was "
                                          "already freed",
@@ -476,12 +482,13 @@ snapshot engine_impl::take_snapshot() const {
     s.addr = seg->addr;
     s.bytes = seg->bytes;
     s.mapped_bytes = seg->mapped_bytes;
+    s.offloaded_bytes = seg->offloaded_bytes;
     s.stream = seg->stream;
     s.pool = pool_traits_[seg->pool].name;
     s.small = seg->small;
     s.expandable = seg->expandable;
     for (const block* b = seg->first; b != nullptr; b = b->next) {
-      s.blocks.push_back({b->addr, b->bytes, b->requested_bytes, b->state});
+      s.blocks.push_back({b->addr, b->bytes, b->requested_bytes, b->state, b->offloaded});
       if (b->state == block_state::allocated) s.allocated_bytes += b->bytes;
       if (b->state == block_state::allocated || b->state == block_state::pending_free) s.active_bytes += b->bytes;
       s.requested_bytes += b->requested_bytes;
@@ -524,6 +531,14 @@ void engine::empty_cache() {
 result<std::vector<device_address>, std::string> engine::seed(const std::vector<seed_segment>& segments) {
   std::lock_guard lock(impl_->mutex_);
   return impl_->seed(segments);
+}
+result<offload_outcome, offload_error> engine::offload(std::span<const device_address> addrs) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->offload(addrs);
+}
+result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->restore(addrs);
 }
 std::size_t engine::release(const release_plan& plan) {
   std::lock_guard lock(impl_->mutex_);

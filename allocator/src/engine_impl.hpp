@@ -26,6 +26,17 @@ struct pending_free {
   event_id event = 0;
 };
 
+/// Whole pages of one segment whose memory is the host's (engine_offload.cpp).
+struct offloaded_range {
+  device_address addr = 0;
+  std::size_t bytes = 0;
+  segment* seg = nullptr;
+  /// Blocks overlapping the range that are allocated or pending free: at 0 the range is dropped.
+  std::size_t live_blocks = 0;
+
+  device_address end() const noexcept { return addr + bytes; }
+};
+
 class engine_impl {
  public:
   engine_impl(device& dev, policy& pol, engine_options options);
@@ -39,6 +50,8 @@ class engine_impl {
   errc record_stream(device_address addr, stream_id stream);
   std::size_t run_plan(const release_plan& plan);
   result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs);
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
   phase_id transition(std::string_view name, int kind);  // kind: 0 push, 1 pop, 2 replace
   device_stats stats() const;
   snapshot take_snapshot() const;
@@ -105,6 +118,8 @@ class engine_impl {
   std::size_t deferred_requested_ = 0;
   /// Free-then-allocate pairs whose stat sums are not booked yet (block_books.hpp).
   pair_batch pairs_;
+  /// Offloaded page ranges by address (engine_offload.cpp).
+  std::map<device_address, offloaded_range> offloaded_;
 
  private:
   /// The policy's last rounding and pool choice, by request (engine.cpp's note on the fast path).
@@ -138,7 +153,7 @@ class engine_impl {
   // --- the deferred merge (deferred_free.cpp) ---
   /// Whether the free of live block b (no stream uses, settled books) may be deferred.
   bool deferrable(const block* b) const noexcept {
-    return options_.defer_frees && !(b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) &&
+    return options_.defer_frees && !b->offloaded && !(b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) &&
            !pool_traits_[b->seg->pool].growth.rank_with_unmapped_tail;
   }
   /// Marks b free and deferred (its levels already lowered by the caller).
@@ -280,6 +295,23 @@ class engine_impl {
   /// returns the surviving block. b must not be in a pool.
   block* merge_neighbours(block* b);
   void synchronize_pending();
+
+  // --- same-address offload (engine_offload.cpp) ---
+  /// free_block's end for a block of an offloaded range: offloaded_free, out of every pool; the
+  /// range's last live block gone, its pages are unmapped (the host memory goes back).
+  void free_offloaded(block* b);
+  /// The offloaded range block b overlaps (b->offloaded).
+  std::map<device_address, offloaded_range>::iterator range_of(const block* b);
+  /// The first block of `r.seg` that overlaps `r`.
+  block* first_block_in(const offloaded_range& r) const;
+  /// Events recorded now on the streams that used the blocks overlapping [addr, end) from `first`:
+  /// what a move of their bytes waits for. Given back with recycle_events.
+  std::vector<event_id> events_for(const block* first, device_address end);
+  void recycle_events(const std::vector<event_id>& events);
+  /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
+  errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done);
+  /// Unmaps range `it`, whose blocks are all offloaded_free, and books the pages as unmapped.
+  void drop_range(std::map<device_address, offloaded_range>::iterator it);
 
   // --- release (engine_release.cpp) ---
   std::size_t run_step(const release_step& step);

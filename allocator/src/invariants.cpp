@@ -2,6 +2,7 @@
 // and recomputes the books from scratch. Tests run it after every operation; it returns one line
 // per broken invariant so a test can also assert on it directly.
 #include <array>
+#include <map>
 
 #include "engine_impl.hpp"
 
@@ -12,7 +13,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
   const auto fail = [&](std::string line) { broken.push_back(std::move(line)); };
 
   // Totals recomputed from the blocks, per stat type (all, small, large).
-  std::array<std::int64_t, 3> allocated{}, active{}, requested{}, reserved{}, segments{}, allocations{};
+  std::array<std::int64_t, 3> allocated{}, active{}, requested{}, reserved{}, segments{}, allocations{}, offloaded{};
   std::size_t free_blocks = 0;
   std::size_t pending_blocks = 0;
   device_address previous_end = 0;
@@ -40,6 +41,10 @@ std::vector<std::string> engine_impl::check_invariants() const {
       expect = b->addr + b->bytes;
       covered += b->bytes;
       if (b->state != block_state::unmapped) mapped += b->bytes;
+      if (b->offloaded && (b->state == block_state::free || b->state == block_state::unmapped)) {
+        fail(fmt::format("block {:#x} is offloaded but {}", b->addr, b->state == block_state::free ? "free" : "unmapped"));
+      }
+      if (b->state == block_state::offloaded_free && !b->offloaded) fail(fmt::format("offloaded-free block {:#x} is not offloaded", b->addr));
       const auto size = static_cast<std::int64_t>(b->bytes);
       switch (b->state) {
         case block_state::allocated: {
@@ -80,6 +85,10 @@ std::vector<std::string> engine_impl::check_invariants() const {
             fail(fmt::format("free blocks {:#x} and {:#x} are neighbours but not merged", b->addr, b->next->addr));
           }
           break;
+        case block_state::offloaded_free:
+          if (pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("offloaded-free block {:#x} is in a pool", b->addr));
+          if (b == deferred_) fail(fmt::format("offloaded-free block {:#x} is the deferred free", b->addr));
+          break;
         case block_state::unmapped:
           if (!seg->expandable && !device_.caps().has_partial_unmap) fail(fmt::format("block {:#x} is unmapped on a device without partial unmap", b->addr));
           if (b->next != nullptr && b->next->state == block_state::unmapped) {
@@ -90,9 +99,44 @@ std::vector<std::string> engine_impl::check_invariants() const {
     }
     if (covered != seg->bytes) fail(fmt::format("segment {:#x}: blocks cover {} of {} bytes", seg->addr, covered, seg->bytes));
     if (mapped != seg->mapped_bytes) fail(fmt::format("segment {:#x}: {} bytes mapped by blocks, books say {}", seg->addr, mapped, seg->mapped_bytes));
-    reserved[0] += static_cast<std::int64_t>(mapped);
-    reserved[t] += static_cast<std::int64_t>(mapped);
+    if (seg->offloaded_bytes > seg->mapped_bytes) fail(fmt::format("segment {:#x}: {} bytes offloaded of {} mapped", seg->addr, seg->offloaded_bytes, seg->mapped_bytes));
+    reserved[0] += static_cast<std::int64_t>(mapped - seg->offloaded_bytes);
+    reserved[t] += static_cast<std::int64_t>(mapped - seg->offloaded_bytes);
   }
+
+  // Offloaded ranges: whole pages of one segment, disjoint, covered by blocks that carry
+  // `offloaded` and count their live ones; every offloaded block overlaps one.
+  std::map<const segment*, std::size_t> offloaded_by_segment;
+  std::size_t offloaded_blocks = 0;
+  device_address previous_range_end = 0;
+  for (const auto& [addr, r] : offloaded_) {
+    if (addr != r.addr || r.bytes == 0) fail(fmt::format("offloaded range keyed {:#x} is [{:#x}, +{})", addr, r.addr, r.bytes));
+    if (r.addr < previous_range_end) fail(fmt::format("offloaded range {:#x} overlaps the previous one", r.addr));
+    previous_range_end = r.end();
+    if (r.addr < r.seg->addr || r.end() > r.seg->end()) fail(fmt::format("offloaded range {:#x} leaves its segment", r.addr));
+    const std::size_t page = page_bytes_of(*r.seg);
+    if ((r.addr - r.seg->addr) % page != 0 || r.bytes % page != 0) fail(fmt::format("offloaded range {:#x} is not whole pages", r.addr));
+    offloaded_by_segment[r.seg] += r.bytes;
+    const std::size_t t = r.seg->small ? 1 : 2;
+    offloaded[0] += static_cast<std::int64_t>(r.bytes);
+    offloaded[t] += static_cast<std::int64_t>(r.bytes);
+    std::size_t live = 0;
+    for (const block* b = first_block_in(r); b != nullptr && b->addr < r.end(); b = b->next) {
+      if (!b->offloaded) fail(fmt::format("block {:#x} overlaps the offloaded range {:#x} but is not offloaded", b->addr, r.addr));
+      if (b->state == block_state::allocated || b->state == block_state::pending_free) ++live;
+      ++offloaded_blocks;
+    }
+    if (live != r.live_blocks) fail(fmt::format("offloaded range {:#x} counts {} live blocks, its blocks {}", r.addr, r.live_blocks, live));
+    if (live == 0) fail(fmt::format("offloaded range {:#x} has no live block (it should have been dropped)", r.addr));
+  }
+  std::size_t flagged = 0;
+  for (const auto& [addr, seg] : segments_) {
+    if (seg->offloaded_bytes != offloaded_by_segment[seg.get()]) {
+      fail(fmt::format("segment {:#x}: books say {} bytes offloaded, its ranges {}", seg->addr, seg->offloaded_bytes, offloaded_by_segment[seg.get()]));
+    }
+    for (const block* b = seg->first; b != nullptr; b = b->next) flagged += b->offloaded ? 1 : 0;
+  }
+  if (flagged != offloaded_blocks) fail(fmt::format("{} blocks are offloaded but {} overlap an offloaded range", flagged, offloaded_blocks));
 
   std::size_t pooled = 0;
   for (std::size_t p = 0; p < pools_.size(); ++p) {
@@ -131,6 +175,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
   compare("reserved_bytes", stats_.reserved_bytes, reserved);
   compare("segment", stats_.segment, segments);
   compare("allocation", stats_.allocation, allocations);
+  compare("offloaded_bytes", stats_.offloaded_bytes, offloaded);
   if (options_.limit_bytes == 0 && static_cast<std::size_t>(reserved[0]) > device_.caps().capacity_bytes) {
     fail(fmt::format("reserved {} exceeds the device capacity {}", reserved[0], device_.caps().capacity_bytes));
   }

@@ -35,7 +35,8 @@ std::string_view torch_block_state(block_state state) noexcept {
   switch (state) {
     case block_state::allocated: return "active_allocated";
     case block_state::pending_free: return "active_pending_free";
-    case block_state::free: return "inactive";
+    case block_state::free:
+    case block_state::offloaded_free: return "inactive";
     case block_state::unmapped: return "unmapped";
   }
   return "inactive";

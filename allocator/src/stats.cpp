@@ -23,6 +23,7 @@ std::vector<std::pair<std::string, std::int64_t>> to_memory_stats(const device_s
   add_array("allocation", s.allocation);
   add_array("inactive_split", s.inactive_split);
   add_array("inactive_split_bytes", s.inactive_split_bytes);
+  add_array("offloaded_bytes", s.offloaded_bytes);
   add_array("requested_bytes", s.requested_bytes);
   add_array("reserved_bytes", s.reserved_bytes);
   add_array("segment", s.segment);
@@ -36,6 +37,10 @@ std::vector<std::pair<std::string, std::int64_t>> to_memory_stats(const device_s
   out.emplace_back("num_misuse", s.num_misuse);
   out.emplace_back("oversize_allocations.current", s.oversize_allocations);
   out.emplace_back("oversize_segments.current", s.oversize_segments);
+  out.emplace_back("num_offloads", s.num_offloads);
+  out.emplace_back("num_restores", s.num_restores);
+  out.emplace_back("num_restore_ooms", s.num_restore_ooms);
+  out.emplace_back("offload_kept_bytes", s.offload_kept_bytes);
   return out;
 }
 

@@ -10,13 +10,15 @@ void append_snapshot_segments(const snapshot& snap, int ordinal, nlohmann::json&
     nlohmann::json blocks = nlohmann::json::array();
     for (const snapshot_block& b : run.blocks) {
       const bool is_active = b.state == block_state::allocated || b.state == block_state::pending_free;
-      blocks.push_back({
+      nlohmann::json block = {
           {"address", b.addr},
           {"size", b.bytes},
           {"requested_size", is_active ? b.requested_bytes : 0},
           {"state", std::string(torch_block_state(b.state))},
           {"frames", nlohmann::json::array()},
-      });
+      };
+      if (b.offloaded) block["offloaded"] = true;  // phasealloc's key: its pages are host memory now
+      blocks.push_back(std::move(block));
     }
     out.push_back({
         {"device", ordinal},

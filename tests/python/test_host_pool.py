@@ -1,5 +1,5 @@
 """The host buffer pool for offload copies: phasealloc_host_alloc / _free / _trim through ctypes, the
-"host" stats object, the host_budget key, and the package's phasealloc.offload (model device).
+"host" stats object, the host_budget key, and the package's phasealloc.host_buffers (model device).
 
 In this process the budget is the default (2 GiB; conftest.MAIN_CONF names none) and requests stay
 small; tests that need another budget or strict mode run a subprocess.
@@ -300,7 +300,7 @@ print("survived")
     assert "double free" in out.stderr and "strict" in out.stderr
 
 
-# --- the package: phasealloc.offload ------------------------------------------------------------
+# --- the package: phasealloc.host_buffers ------------------------------------------------------------
 
 def test_host_buffer_view_release_and_double_release(lib):
     import phasealloc

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,22 @@ struct misuse_report {
 /// which must never read as "no limit".
 result<std::size_t, std::string> memory_limit_bytes(double fraction, std::size_t capacity_bytes);
 
+/// What an offload or a restore did.
+struct offload_outcome {
+  std::size_t blocks = 0;        ///< Blocks named that were moved (wholly or in part).
+  std::size_t ranges = 0;        ///< Page ranges moved (adjacent blocks share one).
+  std::size_t page_bytes = 0;    ///< Bytes of pages whose memory changed sides.
+  std::size_t copied_bytes = 0;  ///< Live bytes copied (never free cached bytes).
+  std::size_t kept_bytes = 0;    ///< Offload: bytes of the named blocks that stayed (pages shared with blocks that stay).
+};
+
+/// Why an offload or a restore stopped, and what it had done before.
+struct offload_error {
+  errc code = errc::invalid_argument;
+  std::string message;  ///< Names the block or range and what was wrong.
+  offload_outcome done;
+};
+
 /// A block of a seed_segment, in address order.
 struct seed_block {
   std::size_t bytes = 0;
@@ -116,6 +133,20 @@ class engine {
   /// counted and no policy hook is asked. Only on an engine that holds no segment yet. Returns the
   /// addresses of the allocated blocks in order, or why the layout cannot be booked.
   result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
+
+  // --- same-address offload (engine_offload.cpp; needs device caps().has_host_backing) ----------
+  /// Moves the live bytes of the allocated blocks at `addrs` to host memory mapped at the same
+  /// addresses, and gives their device pages back: every page covered only by blocks named here
+  /// (a page shared with a block that stays, stays; offload_outcome::kept_bytes). A kernel that
+  /// touches an offloaded block reads and writes its bytes over the link. Blocks already offloaded
+  /// are left as they are. An unknown address, a device without host backing or a capture under
+  /// way is an error naming it, before anything moves.
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs);
+  /// Brings back to device pages, at the same addresses, every offloaded range holding a block at
+  /// `addrs` (all of them when `addrs` is empty). Out of device memory, after the engine released
+  /// what it caches, leaves the rest on the host (still correct) and is an out_of_memory error:
+  /// nothing is lost, and a later restore may succeed.
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
 
   // --- phases ----------------------------------------------------------------------------------
   /// Makes `name` the current phase, remembering the previous one for end_phase().

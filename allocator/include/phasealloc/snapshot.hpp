@@ -11,19 +11,23 @@
 
 namespace phasealloc {
 
-enum class block_state { allocated, pending_free, free, unmapped };
+/// `offloaded_free`: freed while its pages were offloaded (engine.hpp, offload): out of every pool
+/// until its range is restored (then free) or every block of the range is freed (then unmapped).
+enum class block_state { allocated, pending_free, free, unmapped, offloaded_free };
 
 struct snapshot_block {
   device_address addr = 0;
   std::size_t bytes = 0;
   std::size_t requested_bytes = 0;  ///< 0 unless allocated or pending free.
   block_state state = block_state::free;
+  bool offloaded = false;           ///< Some of its pages are offloaded: host memory at its addresses.
 };
 
 struct snapshot_segment {
   device_address addr = 0;
   std::size_t bytes = 0;          ///< Reserved address range.
-  std::size_t mapped_bytes = 0;   ///< Of which backed by memory.
+  std::size_t mapped_bytes = 0;   ///< Of which mapped (device memory, or host memory when offloaded).
+  std::size_t offloaded_bytes = 0;  ///< Of the mapped bytes, those offloaded: host memory, not the device's.
   std::size_t allocated_bytes = 0;
   std::size_t active_bytes = 0;
   std::size_t requested_bytes = 0;
@@ -59,7 +63,7 @@ struct snapshot_run {
 std::vector<snapshot_run> mapped_runs(const snapshot& snap);
 
 /// PyTorch's snapshot name of a block state: "active_allocated", "active_pending_free",
-/// "inactive" (free); "unmapped" for a state no run holds.
+/// "inactive" (free, and freed while offloaded); "unmapped" for a state no run holds.
 std::string_view torch_block_state(block_state state) noexcept;
 
 }  // namespace phasealloc

@@ -66,6 +66,9 @@ struct device_stats {
   stat_array active_bytes;          ///< Bytes of allocated or pending-free blocks.
   stat_array inactive_split_bytes;  ///< Bytes of free blocks in split segments.
   stat_array requested_bytes;       ///< Bytes callers asked for (unrounded).
+  /// Bytes of mapped pages whose memory is the host's (engine::offload): not in reserved_bytes.
+  /// `allocated` sums the bytes offloaded, `freed` those restored or freed while offloaded.
+  stat_array offloaded_bytes;
 
   std::int64_t num_alloc_retries = 0;     ///< Retries after an out-of-memory release, made or failed
                                           ///< (release_step::retry_rule::counted).
@@ -78,12 +81,18 @@ struct device_stats {
   std::int64_t num_misuse = 0;            ///< Unknown pointers, double frees, size mismatches.
   std::int64_t oversize_allocations = 0;  ///< Allocations the policy would not split (kept for torch parity).
   std::int64_t oversize_segments = 0;
+  std::int64_t num_offloads = 0;          ///< Page ranges offloaded.
+  std::int64_t num_restores = 0;          ///< Page ranges restored.
+  std::int64_t num_restore_ooms = 0;      ///< Restores the device had no memory for (the bytes stayed on the host).
+  /// Bytes of blocks asked to leave that stayed on the device: their pages are shared with blocks
+  /// that stay (the first and last page of an untagged block, usually).
+  std::int64_t offload_kept_bytes = 0;
 
-  /// Calls f(stat_array&) for each of the nine arrays above.
+  /// Calls f(stat_array&) for each of the ten arrays above.
   template <class F>
   void for_each_array(F&& f) {
     for (stat_array* a : {&allocation, &segment, &active, &inactive_split, &allocated_bytes, &reserved_bytes,
-                          &active_bytes, &inactive_split_bytes, &requested_bytes}) {
+                          &active_bytes, &inactive_split_bytes, &requested_bytes, &offloaded_bytes}) {
       f(*a);
     }
   }
@@ -110,6 +119,8 @@ struct phase_stats {
   std::int64_t num_alloc_retries = 0;
   std::int64_t num_ooms = 0;
   std::int64_t released_bytes = 0;         ///< Bytes returned to the device during the phase.
+  std::int64_t offloaded_bytes = 0;        ///< Bytes of pages offloaded during the phase.
+  std::int64_t restored_bytes = 0;         ///< Bytes of pages restored during the phase.
 
   /// 1 - peak allocated / peak reserved (0 when nothing was reserved).
   double fragmentation() const noexcept {

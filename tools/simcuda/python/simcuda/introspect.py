@@ -29,7 +29,8 @@ def _library(required=True):
             continue
         for function in ("simcuda_mapped_bytes", "simcuda_peak_mapped_bytes", "simcuda_take_interval_peak_mapped_bytes",
                          "simcuda_live_allocations",
-                         "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes"):
+                         "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes",
+                         "simcuda_host_located_bytes", "simcuda_peak_host_located_bytes"):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
         lib.simcuda_quiet.restype = ctypes.c_int
@@ -94,6 +95,14 @@ class simulator:
 
     def peak_nccl(self, device=0):
         return self.lib.simcuda_peak_nccl_bytes(device)
+
+    def host_located(self):
+        """Host memory behind host-located VMM handles (mapped at device addresses, outside every
+        device's capacity): what same-address offload holds on the host."""
+        return self.lib.simcuda_host_located_bytes()
+
+    def peak_host_located(self):
+        return self.lib.simcuda_peak_host_located_bytes()
 
     def live_allocations(self, device=0):
         return self.lib.simcuda_live_allocations(device)

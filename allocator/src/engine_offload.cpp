@@ -1,0 +1,331 @@
+// The engine's half of same-address offload: which pages of the named blocks leave, the books of
+// the ranges that left, and what a free, a release or a restore does to them. The device moves
+// the bytes (device.hpp: offload/restore; cuda_vmm_offload.cpp on a GPU).
+//
+// Note [offloaded ranges]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Rationale
+//   Idle state (Adam's moments outside step(), a frozen model outside its forward) is live: its
+//   blocks cannot be freed, and no placement or release rule gets below them. Moving their bytes
+//   to host memory mapped at the same addresses takes them off the device without touching a
+//   pointer the job holds; a kernel that touches them anyway is slow, not wrong.
+// Approach
+//   - A page leaves only when every block on it was named: adjacent named blocks of one segment
+//     form a run, and the whole pages inside the run (page_bytes_of, the unit release uses) are one
+//     range, moved with one device call that copies only the blocks' requested bytes (never a free
+//     cached byte) after events on the streams that used them. What the run holds outside its whole
+//     pages stays, and is counted (offload_kept_bytes): a tagged region gives its blocks pages of
+//     their own, so nothing stays.
+//   - Books: an offloaded range stays mapped (mapped_bytes) but is not reserved: reserved_bytes is
+//     the device's memory, offloaded_bytes the host's. The trace and the event listener see an
+//     offload as a segment_unmap and a restore as a segment_map of the range, so whoever follows
+//     reserved bytes by those events (the c10 bridge, a recording's replay) stays exact. Blocks overlapping a range carry
+//     `offloaded`; they are never split, merged, pooled or released, so no release step, growth or
+//     empty_cache can unmap a host-backed page behind the range's back.
+//   - A block freed while offloaded becomes offloaded_free (out of every pool: reusing it would
+//     hand out host memory). When a range's last live block goes, the range is unmapped whole and
+//     its pages booked unmapped, as a page release books them: the host memory goes back.
+//   - A restore brings whole ranges back, copying the blocks still live; out of device memory it
+//     releases what the policy's empty_cache plan releases and tries once more, and otherwise
+//     leaves the range on the host, where its bytes are still correct, and says so.
+// Limitations
+//   - Offload and restore wait for their copies (the device's calls are synchronous to the
+//     caller); a caller that wants them overlapped runs them on a thread of its own.
+//   - A replay of a trace re-drives allocations only: the model keeps offloaded pages on its device
+//     (the recording's own reserved level, from the segment events, shows them leave).
+//   - A restore of a range that is mostly freed still maps the whole range back.
+#include <algorithm>
+#include <set>
+
+#include "engine_impl.hpp"
+
+namespace phasealloc::detail {
+
+namespace {
+
+std::size_t round_up_to(std::size_t v, std::size_t unit) { return (v + unit - 1) / unit * unit; }
+
+bool overlaps(const block* b, device_address lo, device_address hi) { return b->addr < hi && lo < b->addr + b->bytes; }
+
+bool is_live(const block* b) {
+  return b->state == block_state::allocated || b->state == block_state::pending_free;
+}
+
+/// The requested bytes of the live blocks from `first` that overlap [lo, hi), clipped to it.
+std::vector<byte_range> live_ranges(const block* first, device_address lo, device_address hi) {
+  std::vector<byte_range> out;
+  for (const block* b = first; b != nullptr && b->addr < hi; b = b->next) {
+    if (!is_live(b) || b->requested_bytes == 0) continue;
+    const device_address from = std::max(b->addr, lo);
+    const device_address to = std::min(b->addr + b->requested_bytes, hi);
+    if (from < to) out.push_back({from, to - from});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<device_address, offloaded_range>::iterator engine_impl::range_of(const block* b) {
+  auto it = offloaded_.upper_bound(b->addr + b->bytes - 1);
+  PHASEALLOC_ASSERT(it != offloaded_.begin(), "offloaded block {:#x} overlaps no offloaded range", b->addr);
+  --it;
+  PHASEALLOC_ASSERT(overlaps(b, it->second.addr, it->second.end()), "offloaded block {:#x} overlaps no offloaded range",
+                    b->addr);
+  return it;
+}
+
+block* engine_impl::first_block_in(const offloaded_range& r) const {
+  block* b = r.seg->first;
+  while (b != nullptr && b->addr + b->bytes <= r.addr) b = b->next;
+  return b;
+}
+
+std::vector<event_id> engine_impl::events_for(const block* first, device_address end) {
+  std::vector<stream_id> streams{first->seg->stream};
+  for (const block* b = first; b != nullptr && b->addr < end; b = b->next) {
+    for (const stream_id s : b->stream_uses) {
+      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    }
+  }
+  std::vector<event_id> events;
+  for (const stream_id s : streams) {
+    event_id e = 0;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else if (auto created = device_.create_event()) {
+      e = created.value();
+    } else {
+      (void)device_.synchronize();  // no event to order by: wait for everything instead
+      continue;
+    }
+    if (device_.record_event(e, s) != errc::ok) {
+      spare_events_.push_back(e);
+      (void)device_.synchronize();
+      continue;
+    }
+    events.push_back(e);
+  }
+  return events;
+}
+
+void engine_impl::recycle_events(const std::vector<event_id>& events) {
+  spare_events_.insert(spare_events_.end(), events.begin(), events.end());
+}
+
+result<offload_outcome, offload_error> engine_impl::offload(std::span<const device_address> addrs) {
+  settle();
+  offload_outcome done;
+  if (!device_.caps().has_host_backing) {
+    return offload_error{errc::not_supported,
+                         fmt::format("device '{}' cannot keep an offloaded block at its address (host-backed "
+                                     "mappings need the cuda_vmm device on a CUDA 12.2+ driver): nothing was offloaded",
+                                     device_.name()),
+                         done};
+  }
+  if (device_calls_held_) {
+    return offload_error{errc::invalid_argument,
+                         "offload while a CUDA graph capture (or a pool route) is under way on the device: nothing "
+                         "was offloaded",
+                         done};
+  }
+  std::vector<block*> named;
+  named.reserve(addrs.size());
+  for (const device_address addr : addrs) {
+    block* b = live_.find(addr);
+    if (b == nullptr) {
+      return offload_error{errc::unknown_pointer,
+                           fmt::format("offload of {:#x}: no allocated block starts there: nothing was offloaded", addr),
+                           done};
+    }
+    if (!b->offloaded) named.push_back(b);
+  }
+  std::sort(named.begin(), named.end(), [](const block* a, const block* b) { return a->addr < b->addr; });
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+
+  for (std::size_t i = 0; i < named.size();) {
+    // A run: named blocks that follow each other in one segment.
+    std::size_t j = i + 1;
+    while (j < named.size() && named[j - 1]->next == named[j]) ++j;
+    block* first = named[i];
+    const block* last = named[j - 1];
+    const std::size_t count = j - i;
+    i = j;
+    segment* seg = first->seg;
+    const std::size_t page = page_bytes_of(*seg);
+    const device_address run_end = last->addr + last->bytes;
+    const device_address lo = seg->addr + round_up_to(first->addr - seg->addr, page);
+    const device_address hi = seg->addr + (run_end - seg->addr) / page * page;
+    const std::size_t run_bytes = run_end - first->addr;
+    if (hi <= lo) {  // no whole page: everything stays
+      done.kept_bytes += run_bytes;
+      stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes);
+      continue;
+    }
+    const std::vector<byte_range> live = live_ranges(first, lo, hi);
+    const std::vector<event_id> after = events_for(first, run_end);
+    const errc e = device_.offload(lo, hi - lo, live, after);
+    recycle_events(after);
+    if (e != errc::ok) {
+      const std::string why = device_.last_failure();
+      return offload_error{e,
+                           fmt::format("offload of the {} block(s) [{:#x}, {:#x}) (pages [{:#x}, +{})) on device '{}': "
+                                       "{}{}{}; they stay on the device",
+                                       count, first->addr, run_end, lo, hi - lo, device_.name(), to_string(e),
+                                       why.empty() ? "" : ": ", why),
+                           done};
+    }
+    std::size_t live_blocks = 0;
+    for (block* b = first; b != nullptr && b->addr < hi; b = b->next) {
+      if (!overlaps(b, lo, hi)) continue;
+      b->offloaded = true;
+      ++live_blocks;
+    }
+    offloaded_.emplace(lo, offloaded_range{lo, hi - lo, seg, live_blocks});
+    const auto bytes = static_cast<std::int64_t>(hi - lo);
+    seg->offloaded_bytes += hi - lo;
+    stats_.reserved_bytes.decrease(seg->small, bytes);
+    stats_.offloaded_bytes.increase(seg->small, bytes);
+    stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes - (hi - lo));
+    ++stats_.num_offloads;
+    phases_.current_stats().offloaded_bytes += bytes;
+    emit(trace_op::segment_unmap, lo, hi - lo, hi - lo, seg->stream);  // the device's memory went back
+    done.blocks += live_blocks;
+    done.ranges += 1;
+    done.page_bytes += hi - lo;
+    done.copied_bytes += total_bytes(live);
+    done.kept_bytes += run_bytes - (hi - lo);
+  }
+  after_operation();
+  return done;
+}
+
+errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done) {
+  const offloaded_range r = it->second;
+  const auto bytes = static_cast<std::int64_t>(r.bytes);
+  if (limit() != 0 && static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current) + r.bytes > limit()) {
+    return errc::out_of_memory;  // the memory fraction holds for restores too
+  }
+  block* first = first_block_in(r);
+  const std::vector<byte_range> live = live_ranges(first, r.addr, r.end());
+  const std::vector<event_id> after = events_for(first, r.end());
+  const errc e = device_.restore(r.addr, r.bytes, live, after);
+  recycle_events(after);
+  if (e != errc::ok) return e;
+  offloaded_.erase(it);
+  r.seg->offloaded_bytes -= r.bytes;
+  stats_.offloaded_bytes.decrease(r.seg->small, bytes);
+  stats_.reserved_bytes.increase(r.seg->small, bytes);
+  ++stats_.num_restores;
+  phases_.current_stats().restored_bytes += bytes;
+  emit(trace_op::segment_map, r.addr, r.bytes, r.bytes, r.seg->stream);
+  observe_levels(false);  // reserved rose: a peak inside the operation counts
+  std::size_t blocks = 0;
+  for (block* b = first; b != nullptr;) {
+    block* next = b->next;  // read before b merges: a free block after the range may merge into it
+    const bool last = next == nullptr || next->addr >= r.end();
+    b->offloaded = false;
+    ++blocks;
+    if (b->state == block_state::offloaded_free) {  // freed while away: now an ordinary free block
+      b->state = block_state::free;
+      block* merged = merge_neighbours(b);
+      pools_[merged->seg->pool].insert(merged);
+    }
+    if (last) break;
+    b = next;
+  }
+  done.blocks += blocks;
+  done.ranges += 1;
+  done.page_bytes += r.bytes;
+  done.copied_bytes += total_bytes(live);
+  return errc::ok;
+}
+
+result<offload_outcome, offload_error> engine_impl::restore(std::span<const device_address> addrs) {
+  settle();
+  offload_outcome done;
+  std::set<device_address> ranges;  // by start: each range once, in address order
+  if (addrs.empty()) {
+    for (const auto& [addr, r] : offloaded_) ranges.insert(addr);
+  }
+  for (const device_address addr : addrs) {
+    const block* b = live_.find(addr);
+    if (b == nullptr) {
+      return offload_error{errc::unknown_pointer,
+                           fmt::format("restore of {:#x}: no allocated block starts there: nothing was restored", addr),
+                           done};
+    }
+    if (b->offloaded) ranges.insert(range_of(b)->first);
+  }
+  for (const device_address start : ranges) {
+    // A range can go while others are restored: the release below may complete a pending free
+    // that was its last live block (free_offloaded drops it).
+    auto it = offloaded_.find(start);
+    if (it == offloaded_.end()) continue;
+    errc e = restore_range(it, done);
+    if (e == errc::out_of_memory && !device_calls_held_) {
+      run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
+      it = offloaded_.find(start);
+      if (it == offloaded_.end()) continue;
+      e = restore_range(it, done);
+    }
+    if (e != errc::ok) {
+      if (e == errc::out_of_memory) ++stats_.num_restore_ooms;
+      const offloaded_range& r = offloaded_.find(start)->second;
+      const std::string why = device_.last_failure();
+      after_operation();
+      return offload_error{e,
+                           fmt::format("restore of pages [{:#x}, +{}) on device '{}': {}{}{}; their bytes stay on the "
+                                       "host at the same addresses (correct, slower), and a later restore may succeed",
+                                       r.addr, r.bytes, device_.name(), to_string(e), why.empty() ? "" : ": ", why),
+                           done};
+    }
+  }
+  after_operation();
+  return done;
+}
+
+void engine_impl::free_offloaded(block* b) {
+  b->state = block_state::offloaded_free;
+  auto it = range_of(b);
+  PHASEALLOC_ASSERT(it->second.live_blocks > 0, "offloaded range {:#x} counts no live block", it->first);
+  if (--it->second.live_blocks == 0) drop_range(it);
+}
+
+void engine_impl::drop_range(std::map<device_address, offloaded_range>::iterator it) {
+  const offloaded_range r = it->second;
+  const errc e = device_.unmap(r.addr, r.bytes);
+  PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap the offloaded range [{:#x}, +{}): {}", device_.name(),
+                   r.addr, r.bytes, to_string(e));
+  offloaded_.erase(it);
+  count_device(&device_stats::num_device_unmap, &phase_stats::num_device_unmap);
+  segment* seg = r.seg;
+  seg->offloaded_bytes -= r.bytes;
+  seg->mapped_bytes -= r.bytes;
+  stats_.offloaded_bytes.decrease(seg->small, static_cast<std::int64_t>(r.bytes));
+  // The range's blocks, all offloaded_free, become one block, carved into [free][unmapped][free].
+  block* b = first_block_in(r);
+  PHASEALLOC_ASSERT(b->state == block_state::offloaded_free, "block {:#x} of a dropped range is live", b->addr);
+  while (b->next != nullptr && b->next->addr < r.end()) {
+    block* n = b->next;
+    PHASEALLOC_ASSERT(n->state == block_state::offloaded_free, "block {:#x} of a dropped range is live", n->addr);
+    b->bytes += n->bytes;
+    b->next = n->next;
+    if (n->next != nullptr) n->next->prev = b;
+    arena_.recycle(n);
+  }
+  b->offloaded = false;
+  b->state = block_state::free;
+  block* head = r.addr > b->addr ? split_front(b, r.addr - b->addr) : nullptr;
+  block* mid = r.end() < b->addr + b->bytes ? split_front(b, r.bytes) : b;
+  block* tail = mid != b ? b : nullptr;
+  mid->state = block_state::unmapped;
+  for (block* piece : {head, tail}) {
+    if (piece == nullptr) continue;
+    block* merged = merge_neighbours(piece);
+    pools_[seg->pool].insert(merged);
+  }
+  merge_neighbours(mid);
+}
+
+}  // namespace phasealloc::detail

@@ -1,0 +1,87 @@
+"""Same-address offload: the bytes of live tensors leave the GPU for host memory mapped at the same
+device addresses, and come back there.
+
+    moved = phasealloc.offload(optimizer_state_tensors)   # their device pages go back
+    ...                                                  # generation: the memory is free for it
+    phasealloc.restore(optimizer_state_tensors)           # device pages again, same addresses
+
+Every pointer stays valid while offloaded: a kernel that touches the tensor reads and writes its
+bytes over the link (slowly) instead of faulting, so graphs, registered buffers and views keep
+working. Only pages that the named tensors' blocks cover alone leave (a page shared with a block
+that stays, stays: `kept_bytes`); only the requested bytes are copied, never free cached memory.
+Needs device:cuda_vmm on a CUDA 12.2+ driver (simcuda emulates it); elsewhere offload raises
+PhaseallocError naming the device. Both calls return when the copies are done.
+
+restore() with no tensors restores every offloaded range of the device. When the GPU has no memory
+for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
+stay on the host, correct, and a later restore may succeed.
+"""
+
+import ctypes
+
+from ._library import PhaseallocError, last_error, load
+
+
+class OffloadOutOfMemory(PhaseallocError):
+    """restore() found no device memory for a range; its bytes stay on the host at their addresses."""
+
+
+class _result(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes")]
+
+
+FIELDS = [field for field, _ in _result._fields_]
+
+
+def _blocks(tensors):
+    """(device index, the start addresses of the tensors' storages), one address per storage."""
+    if hasattr(tensors, "data_ptr") or not hasattr(tensors, "__iter__"):
+        tensors = [tensors]
+    device = None
+    addresses = []
+    for t in tensors:
+        if not getattr(t, "is_cuda", False):
+            raise PhaseallocError("phasealloc.offload/restore: %r is not a CUDA tensor" % (type(t).__name__,))
+        if device is None:
+            device = t.device.index
+        elif t.device.index != device:
+            raise PhaseallocError("phasealloc.offload/restore: tensors on cuda:%d and cuda:%d in one call"
+                                  % (device, t.device.index))
+        address = t.untyped_storage().data_ptr()  # the block's start: what the allocator handed out
+        if address and address not in addresses:
+            addresses.append(address)
+    return device, addresses
+
+
+def _call(name, tensors, device):
+    addresses = []
+    if tensors is not None:
+        tensor_device, addresses = _blocks(tensors)
+        if not addresses:  # an empty list names nothing (None names every range, for restore)
+            return dict.fromkeys(FIELDS, 0)
+        device = tensor_device
+    if device is None:
+        import torch
+
+        device = torch.cuda.current_device()
+    array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
+    out = _result()
+    status = getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out))
+    done = {field: getattr(out, field) for field in FIELDS}
+    if status == -2:
+        raise OffloadOutOfMemory("%s (done before: %s)" % (last_error(), done))
+    if status != 0:
+        raise PhaseallocError("%s (done before: %s)" % (last_error(), done))
+    return done
+
+
+def offload(tensors, device=None):
+    """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU) to host memory
+    at the same addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"}."""
+    return _call("phasealloc_offload", tensors, device)
+
+
+def restore(tensors=None, device=None):
+    """Brings the offloaded ranges holding `tensors` back to device pages (None: every range of
+    `device`, the current device by default). Returns the same dict as offload()."""
+    return _call("phasealloc_restore", tensors, device)

@@ -1,0 +1,185 @@
+"""Same-address offload (phasealloc.offload / phasealloc.restore) under the c10 bridge, device:cuda_vmm:
+live tensors leave the GPU for host memory mapped at their addresses and come back there.
+
+Each scenario runs in a fresh process started through phasealloc-run (tests/harness/torch_harness.py)
+on simcuda, whose books say what moved (its copies' bytes, its host-located memory, its VMM calls),
+or on a GPU where the machine has one (the simulator's books are then skipped, not the values).
+Contents are compared with copies kept on the CPU, never with another run of the simulator.
+"""
+
+from torch_harness import MIB, gpu_skip_reason, run, scenarios, child_main
+
+CONF = "device:cuda_vmm"
+
+
+def _simulator():
+    try:
+        from simcuda.introspect import loaded, simulator
+    except ImportError:
+        return None
+    return simulator() if loaded() else None
+
+
+def _random_tensor(torch, nbytes, generator):
+    """nbytes of random bytes, made on the CPU (the reference) and copied to the GPU."""
+    host = torch.empty(nbytes, dtype=torch.uint8).random_(0, 256, generator=generator)
+    return host, host.cuda()
+
+
+# --- scenarios (run in the child, with phasealloc enabled by the start-up hook) -----------------
+
+def scenario_contents_survive_cycles(torch, phasealloc):
+    """Blocks of 512 B to 1 GiB on two streams, three offload/restore cycles, some freed while away:
+    every byte is the CPU's copy afterwards; the copies move the live bytes only."""
+    g = torch.Generator().manual_seed(1234)
+    side = torch.cuda.Stream()
+    sizes = [512, 4096, 100_000, 1 * MIB, 3 * MIB + 512, 8 * MIB, 20 * MIB, 64 * MIB + 4096, 256 * MIB, 1024 * MIB]
+    tensors = {}
+    for i, n in enumerate(sizes):
+        with torch.cuda.stream(side if i % 2 else torch.cuda.current_stream()):
+            tensors[i] = _random_tensor(torch, n, g)
+    torch.cuda.synchronize()
+    sim = _simulator()
+    for cycle in range(3):
+        names = sorted(tensors)
+        reserved = phasealloc.stats()["reserved_bytes.all.current"]
+        before = sim.counters() if sim else None
+        out = phasealloc.offload([tensors[k][1] for k in names])
+        assert out["page_bytes"] > 0 and out["ranges"] >= 1, out
+        s = phasealloc.stats()
+        assert s["offloaded_bytes.all.current"] == out["page_bytes"], (s["offloaded_bytes.all.current"], out)
+        assert s["reserved_bytes.all.current"] == reserved - out["page_bytes"], (reserved, s["reserved_bytes.all.current"], out)
+        live = sum(tensors[k][1].untyped_storage().nbytes() for k in names)
+        assert out["copied_bytes"] <= live, (out, live)  # never a free cached byte
+        if sim:
+            after = sim.counters()
+            assert after["memcpy_bytes"] - before["memcpy_bytes"] == out["copied_bytes"], (before, after, out)
+            assert sim.host_located() >= out["page_bytes"], (sim.host_located(), out)
+        # Free one block while it is away (its host bytes go when its range has no live block).
+        victim = names[cycle + 3]
+        del tensors[victim]
+        # Values read over the link while offloaded (a kernel reads host-backed memory).
+        k = names[-2]
+        assert torch.equal(tensors[k][1][:4096].cpu(), tensors[k][0][:4096]), "read while offloaded differs"
+        back = phasealloc.restore([tensors[k][1] for k in sorted(tensors)])
+        assert back["ranges"] >= 1, back
+        for key, (host, device_copy) in tensors.items():
+            assert torch.equal(device_copy.cpu(), host), "tensor %d (%d bytes) differs after cycle %d" % (
+                key, host.numel(), cycle)
+        # A new tensor in the freed space gets correct bytes too.
+        tensors[victim] = _random_tensor(torch, sizes[victim], g)
+    s = phasealloc.stats()
+    assert s["offloaded_bytes.all.current"] == 0 and s["num_offloads"] >= 3 and s["num_restores"] >= 3, s
+    return {"offloads": s["num_offloads"], "kept": s["offload_kept_bytes"]}
+
+
+def scenario_kernels_compute_on_offloaded_tensors(torch, phasealloc):
+    """At values:exact, kernels that read and write an offloaded tensor give the CPU's results."""
+    g = torch.Generator().manual_seed(7)
+    a_host = torch.randn(4 * MIB // 4, generator=g)
+    b_host = torch.randn(4 * MIB // 4, generator=g)
+    a, b = a_host.cuda(), b_host.cuda()
+    out = phasealloc.offload(a)
+    assert out["page_bytes"] >= 2 * MIB, out
+    c = a * 2 + b  # reads a over the link
+    a.add_(1.5)    # writes it there
+    assert torch.equal(c.cpu(), a_host * 2 + b_host)
+    phasealloc.restore(a)
+    assert torch.equal(a.cpu(), a_host + 1.5)
+    return out
+
+
+def scenario_restore_without_memory_keeps_the_bytes(torch, phasealloc):
+    """A restore the GPU has no room for leaves the bytes on the host, correct, and succeeds later."""
+    g = torch.Generator().manual_seed(3)
+    host, x = _random_tensor(torch, 64 * MIB, g)
+    phasealloc.offload(x)
+    total = torch.cuda.get_device_properties(0).total_memory
+    reserved = phasealloc.stats()["reserved_bytes.all.current"]
+    torch.cuda.set_per_process_memory_fraction((reserved + 64 * MIB) / total)
+    filler = torch.empty(48 * MIB, dtype=torch.uint8, device="cuda")  # leaves less than x needs
+    try:
+        phasealloc.restore(x)
+        raise AssertionError("restore with no room did not fail")
+    except phasealloc.OffloadOutOfMemory as e:
+        assert "stay on the host" in str(e), str(e)
+    assert phasealloc.stats()["offloaded_bytes.all.current"] > 0
+    assert torch.equal(x.cpu(), host), "bytes changed while the restore failed"
+    del filler
+    phasealloc.restore(x)
+    assert phasealloc.stats()["offloaded_bytes.all.current"] == 0
+    assert torch.equal(x.cpu(), host)
+    return phasealloc.stats()["num_restore_ooms"]
+
+
+def scenario_the_host_memory_is_reused_across_cycles(torch, phasealloc):
+    """The second offload of the same blocks makes no new host memory (the first restore kept it)."""
+    sim = _simulator()
+    x = torch.ones(32 * MIB, dtype=torch.uint8, device="cuda")
+    creates = []
+    for _ in range(2):
+        before = sim.counters()["vmm_creates"]
+        phasealloc.offload(x)
+        creates.append(sim.counters()["vmm_creates"] - before)
+        phasealloc.restore(x)
+    assert creates[0] >= 1 and creates[1] == 0, creates
+    assert bool((x == 1).all())
+    return creates
+
+
+def scenario_bad_requests_are_named(torch, phasealloc):
+    x = torch.ones(1024, device="cuda")
+    try:
+        phasealloc.offload(torch.ones(4))
+        raise AssertionError("a CPU tensor was accepted")
+    except phasealloc.PhaseallocError as e:
+        assert "not a CUDA tensor" in str(e), str(e)
+    assert phasealloc.offload([]) == dict.fromkeys(("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"), 0)
+    out = phasealloc.offload(x)  # 4 KiB on a shared page: nothing leaves, the books say it stayed
+    assert out["page_bytes"] == 0 and out["kept_bytes"] > 0, out
+    return out
+
+
+SCENARIOS = scenarios(globals())
+
+
+# --- pytest side ---------------------------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+if pytest is not None and __name__ != "__main__":
+    _REASON = gpu_skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+    EXACT = {"SIMCUDA_GPU": "quiet:1,values:exact"}
+
+    def _sim_only():
+        from torch_harness import on_simulator
+
+        if not on_simulator():
+            pytest.skip("counts the simulator's VMM calls: simulator only")
+
+    def test_contents_survive_offload_cycles():
+        r = run(__file__, "contents_survive_cycles", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+        assert r["offloads"] >= 3
+
+    def test_kernels_compute_on_offloaded_tensors_at_exact():
+        run(__file__, "kernels_compute_on_offloaded_tensors", sim_gpu="16GiB", native=False, conf=CONF,
+            bridge="c10", env=EXACT)
+
+    def test_restore_without_memory_keeps_the_bytes_and_succeeds_later():
+        assert run(__file__, "restore_without_memory_keeps_the_bytes", sim_gpu=None, native=False, conf=CONF,
+                   bridge="c10") >= 1
+
+    def test_the_host_memory_is_reused_across_cycles():
+        _sim_only()
+        run(__file__, "the_host_memory_is_reused_across_cycles", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+    def test_bad_requests_are_named():
+        run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+
+if __name__ == "__main__":
+    child_main(globals(), "torch", "phasealloc")
