@@ -47,6 +47,8 @@ nlohmann::json phase_to_json(const phase_stats& p) {
       {"num_alloc_retries", p.num_alloc_retries},
       {"num_ooms", p.num_ooms},
       {"released_bytes", p.released_bytes},
+      {"offloaded_bytes", p.offloaded_bytes},
+      {"restored_bytes", p.restored_bytes},
       {"fragmentation", p.fragmentation()},
   };
 }

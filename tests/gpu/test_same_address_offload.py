@@ -70,6 +70,9 @@ def scenario_contents_survive_cycles(torch, phasealloc):
         tensors[victim] = _random_tensor(torch, sizes[victim], g)
     s = phasealloc.stats()
     assert s["offloaded_bytes.all.current"] == 0 and s["num_offloads"] >= 3 and s["num_restores"] >= 3, s
+    by_phase = [(p["offloaded_bytes"], p["restored_bytes"]) for p in s["phases"]]
+    assert sum(o for o, _ in by_phase) == s["offloaded_bytes.all.allocated"] > 0, (by_phase, s)
+    assert 0 < sum(r for _, r in by_phase) <= s["offloaded_bytes.all.freed"], (by_phase, s)
     return {"offloads": s["num_offloads"], "kept": s["offload_kept_bytes"]}
 
 
@@ -127,6 +130,22 @@ def scenario_the_host_memory_is_reused_across_cycles(torch, phasealloc):
     return creates
 
 
+def scenario_ipc_export_of_an_offloaded_tensor(torch, phasealloc):
+    """Exporting an offloaded storage (what torch.multiprocessing does) moves its bytes, read over the
+    link, to PyTorch's allocator; phasealloc's block is freed while away and its host memory goes."""
+    g = torch.Generator().manual_seed(11)
+    host, x = _random_tensor(torch, 16 * MIB, g)
+    out = phasealloc.offload(x)
+    assert out["page_bytes"] > 0, out
+    before = x.data_ptr()
+    x.untyped_storage()._share_cuda_()
+    assert x.data_ptr() != before, "the storage was not moved to PyTorch's allocator before the export"
+    assert torch.equal(x.cpu(), host), "the exported storage lost its bytes"
+    s = phasealloc.stats()
+    assert s["offloaded_bytes.all.current"] == 0 and s["allocated_bytes.all.current"] == 0, s
+    return out
+
+
 def scenario_bad_requests_are_named(torch, phasealloc):
     x = torch.ones(1024, device="cuda")
     try:
@@ -176,6 +195,9 @@ if pytest is not None and __name__ != "__main__":
     def test_the_host_memory_is_reused_across_cycles():
         _sim_only()
         run(__file__, "the_host_memory_is_reused_across_cycles", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+    def test_ipc_export_of_an_offloaded_tensor_keeps_its_bytes():
+        run(__file__, "ipc_export_of_an_offloaded_tensor", sim_gpu=None, native=False, conf=CONF, bridge="c10")
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

@@ -82,7 +82,7 @@ def test_thousands_of_mallocs_and_frees_with_phases_match_expected_bytes(lib):
         assert set(got) >= {
             "peak_reserved_bytes", "peak_active_bytes", "peak_requested_bytes", "reserved_unallocated_at_peak_bytes",
             "largest_free_block_at_peak_bytes", "num_device_alloc", "num_device_free", "num_device_map",
-            "num_device_unmap", "num_alloc_retries", "num_ooms", "released_bytes"}
+            "num_device_unmap", "num_alloc_retries", "num_ooms", "released_bytes", "offloaded_bytes", "restored_bytes"}
 
     for ptr, (size, _) in list(live.items()):
         lib.phasealloc_free(ptr, size, device, None)
