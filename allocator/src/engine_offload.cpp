@@ -162,6 +162,15 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
       stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes);
       continue;
     }
+    const std::size_t budget = options_.offload_host_budget_bytes;
+    const auto held = static_cast<std::size_t>(stats_.offloaded_bytes[stat_type::all].current);
+    if (budget != 0 && held + (hi - lo) > budget) {
+      return offload_error{errc::out_of_memory,
+                           fmt::format("offload of the {} block(s) [{:#x}, {:#x}) would hold {} bytes on the host, "
+                                       "over offload_host_budget ({} bytes, {} held now); they stay on the device",
+                                       count, first->addr, run_end, held + (hi - lo), budget, held),
+                           done};
+    }
     const std::vector<byte_range> live = live_ranges(first, lo, hi);
     const std::vector<event_id> after = events_for(first, run_end);
     const errc e = device_.offload(lo, hi - lo, live, after);

@@ -1,5 +1,7 @@
 #include "device_factory.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "phasealloc/devices/model_device.hpp"
@@ -18,6 +20,10 @@ result<std::unique_ptr<device>, std::string> make_vmm(const interpose_config& co
   std::string why;
   cuda_vmm_options options;
   options.page_bytes = config.vmm_page_bytes;
+  // Host memory kept for the next offload counts against the same budget as the memory in use.
+  if (config.offload_host_budget_bytes != 0) {
+    options.host_cache_bytes = std::min(options.host_cache_bytes, config.offload_host_budget_bytes);
+  }
   auto d = cuda_vmm_device::create(ordinal, options, &why);
   if (!d) return fmt::format("cuda_vmm on GPU {}: {} ({})", ordinal, why, to_string(d.error()));
   return std::unique_ptr<device>(std::move(d).value());

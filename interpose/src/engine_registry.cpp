@@ -78,6 +78,7 @@ result<device_slot*, std::string> engine_registry::create_locked(int ordinal) {
   engine_options options;
   options.strict = config.strict;
   options.check_invariants = config.check_invariants;
+  options.offload_host_budget_bytes = config.offload_host_budget_bytes;
   auto* s = new device_slot(ordinal, std::move(dev).value(), std::move(pol).value(), options,
                             std::move(host_memory).value(), config.host_budget_bytes);
   note_engine_made();

@@ -50,6 +50,8 @@ struct interpose_config {
   std::size_t vmm_page_bytes = 0;     ///< cuda_vmm page size (0: the driver's granularity).
   /// Most page-locked bytes each GPU ordinal's host buffer pool holds (0: no pool).
   std::size_t host_budget_bytes = 2 * gib;
+  /// Most bytes each GPU ordinal's same-address offload holds on the host (0: no limit but the host's).
+  std::size_t offload_host_budget_bytes = 0;
   std::string role;                   ///< This process's role ("" = none): its `roles` section applied.
   std::string source;                 ///< Where the text came from, for messages.
 };

@@ -265,6 +265,22 @@ TEST_F(EngineOffloadTest, BadRequestsAreErrorsThatNameWhatWasWrongAndMoveNothing
   engine_.hold_device_calls(false);
 }
 
+TEST_F(EngineOffloadTest, AnOffloadPastTheHostBudgetLeavesTheRestOnTheDeviceAndNamesTheBudget) {
+  engine_options o = strict_options();
+  o.offload_host_budget_bytes = 12 * mib;
+  engine e{device_, policy_, o};
+  const device_address a = e.allocate(8 * mib, 0).value();
+  const device_address b = e.allocate(8 * mib, 0).value();
+  ASSERT_TRUE(e.offload(std::vector<device_address>{a}).has_value());
+  auto over = e.offload(std::vector<device_address>{b});
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().code, errc::out_of_memory);
+  EXPECT_THAT(over.error().message, HasSubstr("offload_host_budget"));
+  EXPECT_EQ(current(e.stats().offloaded_bytes), static_cast<std::int64_t>(8 * mib));  // b stayed
+  ASSERT_TRUE(e.restore(std::vector<device_address>{a}).has_value());
+  EXPECT_TRUE(e.offload(std::vector<device_address>{b}).has_value());  // room again
+}
+
 TEST_F(EngineOffloadTest, AFailedDeviceOffloadChangesNoBookAndSaysWhichBlocks) {
   const device_address a = must_allocate(8 * mib);
   const device_stats before = engine_.stats();

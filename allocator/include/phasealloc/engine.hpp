@@ -35,6 +35,9 @@ struct engine_options {
   /// split and no merge (the hot path). Every decision and every book reads the same either way;
   /// off only for the tests that check exactly that.
   bool defer_frees = true;
+  /// Most bytes of pages offloaded at once (0: no limit but the host's): an offload that would
+  /// hold more leaves the rest on the device, with an error naming the budget.
+  std::size_t offload_host_budget_bytes = 0;
 };
 
 /// Current bytes, all pools.
