@@ -169,6 +169,10 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
   if (auto v = reader.get_bytes("vmm_page")) c.vmm_page_bytes = *v;
   if (auto v = reader.get_bytes("host_budget")) c.host_budget_bytes = *v;
   if (auto v = reader.get_bytes("offload_host_budget")) c.offload_host_budget_bytes = *v;
+  if (auto v = reader.get_string("offload")) {
+    if (*v == "none" || *v == "auto") c.offload_mode = *v;
+    else reader.fail("offload", fmt::format("\"{}\" is not an offload mode (expected none or auto)", *v));
+  }
   if (auto error = reader.finish()) return *error;
 
   if (c.policy_spec.empty()) c.policy_spec = default_policy_spec();
@@ -181,10 +185,10 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
 std::string format_interpose_config(const interpose_config& c) {
   std::string out = fmt::format(
       "device:{},policy:{},strict:{},check_invariants:{},model_capacity:{},model_virtual_memory:{},vmm_page:{},"
-      "host_budget:{},offload_host_budget:{}",
+      "host_budget:{},offload_host_budget:{},offload:{}",
       to_string(c.device), bracket_if_needed(c.effective_policy_spec), c.strict, c.check_invariants,
       c.model_capacity_bytes, c.model_virtual_memory, c.vmm_page_bytes, c.host_budget_bytes,
-      c.offload_host_budget_bytes);
+      c.offload_host_budget_bytes, c.offload_mode);
   if (!c.trace_pattern.empty()) out += ",trace:" + bracket_if_needed(c.trace_pattern);
   if (!c.role.empty()) out += ",role:" + c.role;
   return out;

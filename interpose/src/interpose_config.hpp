@@ -52,6 +52,9 @@ struct interpose_config {
   std::size_t host_budget_bytes = 2 * gib;
   /// Most bytes each GPU ordinal's same-address offload holds on the host (0: no limit but the host's).
   std::size_t offload_host_budget_bytes = 0;
+  /// Automatic same-address offload of idle state at phase transitions (python/phasealloc/_auto_offload.py):
+  /// "none" or "auto".
+  std::string offload_mode = "none";
   std::string role;                   ///< This process's role ("" = none): its `roles` section applied.
   std::string source;                 ///< Where the text came from, for messages.
 };

@@ -1,0 +1,104 @@
+"""offload:auto (python/phasealloc/_auto_offload.py) on an unmodified PPO-shaped loop: a GPT-2 policy
+trained with AdamW, a frozen reference model, generate() for rollouts. Under the c10 bridge and
+device:cuda_vmm, at simcuda's values:exact: the losses and parameters are the CPU's (the same loop
+run on the CPU in the same process), with offload on as with it off, while the optimizer's state and
+the reference model leave the GPU in the phases that do not use them.
+"""
+
+from torch_harness import child_main, gpu_skip_reason, run, scenarios
+
+STEPS = 4
+
+
+def _ppo_loop(torch, transformers, device):
+    """STEPS steps; returns the losses and the policy's parameters (on the CPU)."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=512, vocab_size=256, n_positions=64,
+                                     attn_implementation="eager")
+    policy = transformers.GPT2LMHeadModel(config).to(device)
+    reference = transformers.GPT2LMHeadModel(config).to(device).eval()
+    reference.load_state_dict(policy.state_dict())
+    reference.requires_grad_(False)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    prompt = torch.randint(0, 256, (2, 8), generator=torch.Generator().manual_seed(1)).to(device)
+    losses, resident = [], []
+    for _ in range(STEPS):
+        with torch.no_grad():
+            rollout = policy.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0)
+            if device == "cuda":  # the device memory held while generating (offloaded pages are the host's)
+                import phasealloc
+
+                s = phasealloc.stats()
+                resident.append((s["reserved_bytes.all.current"], s["offloaded_bytes.all.current"],
+                                 s["allocated_bytes.all.current"]))
+            ref_logp = torch.log_softmax(reference(rollout).logits, -1)
+        logp = torch.log_softmax(policy(rollout).logits, -1)
+        loss = (logp.exp() * (logp - ref_logp)).sum(-1).mean() - logp.mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+    idle = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
+    idle += sum(p.numel() * p.element_size() for p in reference.parameters())
+    return losses, [p.detach().cpu() for p in policy.parameters()], resident, idle
+
+
+def scenario_ppo_loop(torch, phasealloc):
+    import transformers
+
+    assert phasealloc.is_enabled(), "phasealloc is not this process's allocator"
+    assert torch.cuda.get_allocator_backend() == "phasealloc", torch.cuda.get_allocator_backend()  # the c10 bridge
+
+    from phasealloc import _auto_offload
+
+    losses, params, resident, idle = _ppo_loop(torch, transformers, "cuda")
+    schedule = _auto_offload.summary() if _auto_offload._handles else None  # before the CPU run's phases
+    cpu_losses, cpu_params, _, _ = _ppo_loop(torch, transformers, "cpu")
+    assert all(abs(a - b) < 1e-4 * max(1.0, abs(b)) for a, b in zip(losses, cpu_losses)), (losses, cpu_losses)
+    worst = max(float((a - b).abs().max()) for a, b in zip(params, cpu_params))
+    assert worst < 1e-4, "the policy's parameters differ from the CPU's by %g" % worst
+    s = phasealloc.stats()
+    peaks = {p["name"]: p["peak_reserved_bytes"] for p in s["phases"] if p["intervals"]}
+    return {"losses": losses, "peaks": peaks, "resident": resident, "idle_bytes": idle, "offloads": s["num_offloads"], "restores": s["num_restores"],
+            "offloaded_peak": s["offloaded_bytes.all.peak"], "schedule": schedule}
+
+
+SCENARIOS = scenarios(globals())
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+if pytest is not None and __name__ != "__main__":
+    _REASON = gpu_skip_reason()
+    pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+    def _run(mode):
+        return run(__file__, "ppo_loop", sim_gpu="16GiB", native=False, conf="device:cuda_vmm,offload:%s" % mode,
+                   bridge="c10", env={"SIMCUDA_GPU": "quiet:1,values:exact"})
+
+    def test_offload_auto_moves_idle_state_and_changes_no_value():
+        auto, none = _run("auto"), _run("none")
+        assert auto["losses"] == none["losses"], (auto["losses"], none["losses"])  # both also equal the CPU's
+        assert none["offloads"] == 0 and none["schedule"] is None, none
+        schedule = auto["schedule"]
+        assert schedule["disabled"] is None, schedule
+        kinds = sorted(name.split(":")[0] for name in schedule["classes"])
+        assert kinds == ["frozen", "optimizer"], schedule  # the reference model and AdamW's state
+        optimizer_class = [n for n in schedule["classes"] if n.startswith("optimizer")][0]
+        assert [p for p, keys in schedule["touched"].items() if optimizer_class in keys] == ["optimizer"], schedule
+        assert auto["offloads"] > 0 and auto["restores"] > 0 and auto["offloaded_peak"] > 0, auto
+        # Once learned (after the first step), generation holds neither the optimizer's state nor the
+        # reference model: most of their bytes are the host's (all but pages shared with blocks that
+        # stay), and the device holds less than without offload.
+        (first_auto, first_none), later = (auto["resident"][0], none["resident"][0]), auto["resident"][1:]
+        assert first_auto[1] == 0 and first_auto[0] == first_none[0], (first_auto, first_none)  # step 1 learns
+        assert all(offloaded >= 0.8 * auto["idle_bytes"] for _, offloaded, _ in later), (later, auto["idle_bytes"])
+        assert all(a[0] < n[0] for a, n in zip(later, none["resident"][1:])), (auto["resident"], none["resident"])
+        print("while generating (reserved, offloaded, allocated): auto %s, none %s; idle state %d bytes" % (
+            auto["resident"], none["resident"], auto["idle_bytes"]))
+
+
+if __name__ == "__main__":
+    child_main(globals(), "torch", "phasealloc")
