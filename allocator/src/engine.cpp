@@ -29,6 +29,7 @@
 //   (a clock, a mutable counter) would be served stale answers by the reuse.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "engine_impl.hpp"
 #include "phasealloc/check.hpp"
@@ -74,11 +75,28 @@ engine_impl::~engine_impl() {
   // Give everything back. Blocks still allocated are the caller's leak; their memory goes too.
   if (!pending_.empty()) synchronize_pending();
   if (device_.caps().has_virtual_reserve && !segments_.empty()) (void)device_.synchronize();
+  // Unmapped by mapped runs (whole pages, as they were mapped), each offloaded range on its own
+  // (the device unmaps host-backed pages only as the whole range an offload moved).
+  const auto unmap_run = [&](device_address lo, device_address hi) {
+    for (auto it = offloaded_.lower_bound(lo); it != offloaded_.end() && it->first < hi; ++it) {
+      if (it->first > lo) (void)device_.unmap(lo, it->first - lo);
+      (void)device_.unmap(it->first, it->second.bytes);
+      lo = it->second.end();
+    }
+    if (hi > lo) (void)device_.unmap(lo, hi - lo);
+  };
   for (auto& [addr, seg] : segments_) {
-    for (block* b = seg->first; b != nullptr;) {
-      block* next = b->next;
-      if (b->state != block_state::unmapped && device_.caps().has_virtual_reserve) (void)device_.unmap(b->addr, b->bytes);
-      b = next;
+    if (device_.caps().has_virtual_reserve) {
+      std::optional<device_address> run_start;
+      for (const block* b = seg->first; b != nullptr; b = b->next) {
+        if (b->state == block_state::unmapped) {
+          if (run_start) unmap_run(*run_start, b->addr);
+          run_start.reset();
+        } else if (!run_start) {
+          run_start = b->addr;
+        }
+      }
+      if (run_start) unmap_run(*run_start, seg->end());
     }
     (void)device_.release(seg->addr, seg->bytes);
   }

@@ -253,6 +253,12 @@ errc engine_impl::restore_range(std::map<device_address, offloaded_range>::itera
 result<offload_outcome, offload_error> engine_impl::restore(std::span<const device_address> addrs) {
   settle();
   offload_outcome done;
+  if (device_calls_held_) {
+    return offload_error{errc::invalid_argument,
+                         "restore while a CUDA graph capture (or a pool route) is under way on the device: nothing "
+                         "was restored (the offloaded bytes stay correct on the host)",
+                         done};
+  }
   std::set<device_address> ranges;  // by start: each range once, in address order
   if (addrs.empty()) {
     for (const auto& [addr, r] : offloaded_) ranges.insert(addr);
@@ -272,7 +278,7 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
     auto it = offloaded_.find(start);
     if (it == offloaded_.end()) continue;
     errc e = restore_range(it, done);
-    if (e == errc::out_of_memory && !device_calls_held_) {
+    if (e == errc::out_of_memory) {
       run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;

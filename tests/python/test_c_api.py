@@ -449,6 +449,29 @@ print("parent", stats(0)["allocated_bytes.all.current"])
     assert out.stdout.split() == ["child", "0", "parent", "0"], out.stdout + out.stderr
 
 
+def test_offload_is_refused_with_the_reason_where_it_cannot_keep_the_address():
+    """Same-address offload needs host-backed mappings (the model device has none here) and a process
+    that owns the memory (a forked child does not): both are errors that say so, and nothing moves."""
+    out = run_python(CTYPES_PRELUDE + """
+p = lib.phasealloc_try_malloc(8 << 20, 0, None)
+ptrs = (ctypes.c_void_p * 1)(p)
+print(lib.phasealloc_offload(0, ptrs, 1, None), err())
+print(lib.phasealloc_restore(0, None, 0, None))                      # nothing offloaded: nothing to do
+print(lib.phasealloc_offload(0, ptrs, 1, None) == -1 and stats(0)["offloaded_bytes.all.current"] == 0)
+pid = os.fork()
+if pid == 0:
+    code = 0 if lib.phasealloc_offload(0, ptrs, 1, None) == -1 and "forked child" in err() else 10
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+print("child", os.WEXITSTATUS(status))
+lib.phasealloc_free(p, 8 << 20, 0, None)
+""", conf="device:model")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("-1 phasealloc_offload: device 0: device 'model' cannot keep an offloaded block"), lines
+    assert lines[1:] == ["0", "True", "child 0"], lines
+
+
 def test_peer_access_is_granted_before_or_after_the_engine_exists():
     out = run_python(CTYPES_PRELUDE + """
 print(lib.phasealloc_enable_peer_access(3, 1))      # before device 3 has an engine: kept for it

@@ -263,6 +263,13 @@ TEST_F(EngineOffloadTest, BadRequestsAreErrorsThatNameWhatWasWrongAndMoveNothing
   ASSERT_FALSE(capturing.has_value());
   EXPECT_THAT(capturing.error().message, HasSubstr("capture"));
   engine_.hold_device_calls(false);
+  must_offload({a});
+  engine_.hold_device_calls(true);
+  auto restoring = engine_.restore(std::vector<device_address>{a});
+  ASSERT_FALSE(restoring.has_value());
+  EXPECT_THAT(restoring.error().message, HasSubstr("capture"));
+  EXPECT_EQ(device_.host_backed_bytes(), 8 * mib);  // still away, still correct
+  engine_.hold_device_calls(false);
 }
 
 TEST_F(EngineOffloadTest, AnOffloadPastTheHostBudgetLeavesTheRestOnTheDeviceAndNamesTheBudget) {
@@ -279,6 +286,23 @@ TEST_F(EngineOffloadTest, AnOffloadPastTheHostBudgetLeavesTheRestOnTheDeviceAndN
   EXPECT_EQ(current(e.stats().offloaded_bytes), static_cast<std::int64_t>(8 * mib));  // b stayed
   ASSERT_TRUE(e.restore(std::vector<device_address>{a}).has_value());
   EXPECT_TRUE(e.offload(std::vector<device_address>{b}).has_value());  // room again
+}
+
+TEST_F(EngineOffloadTest, AnEngineDestroyedWithRangesAwayGivesEveryByteBack) {
+  {
+    engine e{device_, policy_, strict_options()};
+    const device_address whole = e.allocate(8 * mib, 0).value();
+    e.deallocate(e.allocate(8 * mib, 0).value());
+    const device_address a = e.allocate(3 * mib, 0).value();  // shares a page with b
+    const device_address b = e.allocate(3 * mib, 0).value();
+    const device_address small = e.allocate(4096, 0).value();
+    (void)small;
+    ASSERT_TRUE(e.offload(std::vector<device_address>{whole, a, b}).has_value());
+    ASSERT_GT(device_.host_backed_bytes(), 0u);
+  }
+  EXPECT_EQ(device_.host_backed_bytes(), 0u);
+  EXPECT_EQ(device_.mapped_bytes(), 0u);
+  EXPECT_EQ(device_.live_reservations(), 0u);
 }
 
 TEST_F(EngineOffloadTest, AFailedDeviceOffloadChangesNoBookAndSaysWhichBlocks) {

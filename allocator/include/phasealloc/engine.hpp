@@ -148,7 +148,7 @@ class engine {
   /// Brings back to device pages, at the same addresses, every offloaded range holding a block at
   /// `addrs` (all of them when `addrs` is empty). Out of device memory, after the engine released
   /// what it caches, leaves the rest on the host (still correct) and is an out_of_memory error:
-  /// nothing is lost, and a later restore may succeed.
+  /// nothing is lost, and a later restore may succeed. Refused while a capture is under way.
   result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
 
   // --- phases ----------------------------------------------------------------------------------
