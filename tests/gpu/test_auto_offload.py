@@ -10,8 +10,9 @@ from torch_harness import child_main, gpu_skip_reason, run, scenarios
 STEPS = 4
 
 
-def _ppo_loop(torch, transformers, device):
-    """STEPS steps; returns the losses and the policy's parameters (on the CPU)."""
+def _ppo_loop(torch, transformers, device, phase):
+    """STEPS steps; returns the losses and the policy's parameters (on the CPU). `phase(name)`: a
+    context manager marking the loop's phases (a no-op where detection finds them)."""
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=512, vocab_size=256, n_positions=64,
                                      attn_implementation="eager")
@@ -23,7 +24,7 @@ def _ppo_loop(torch, transformers, device):
     prompt = torch.randint(0, 256, (2, 8), generator=torch.Generator().manual_seed(1)).to(device)
     losses, resident = [], []
     for _ in range(STEPS):
-        with torch.no_grad():
+        with torch.no_grad(), phase("generation"):
             rollout = policy.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0)
             if device == "cuda":  # the device memory held while generating (offloaded pages are the host's)
                 import phasealloc
@@ -31,12 +32,15 @@ def _ppo_loop(torch, transformers, device):
                 s = phasealloc.stats()
                 resident.append((s["reserved_bytes.all.current"], s["offloaded_bytes.all.current"],
                                  s["allocated_bytes.all.current"]))
+        with torch.no_grad(), phase("inference"):
             ref_logp = torch.log_softmax(reference(rollout).logits, -1)
-        logp = torch.log_softmax(policy(rollout).logits, -1)
-        loss = (logp.exp() * (logp - ref_logp)).sum(-1).mean() - logp.mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        with phase("training"):
+            logp = torch.log_softmax(policy(rollout).logits, -1)
+            loss = (logp.exp() * (logp - ref_logp)).sum(-1).mean() - logp.mean()
+            loss.backward()
+        with phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         losses.append(float(loss))
     idle = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
     idle += sum(p.numel() * p.element_size() for p in reference.parameters())
@@ -51,9 +55,14 @@ def scenario_ppo_loop(torch, phasealloc):
 
     from phasealloc import _auto_offload
 
-    losses, params, resident, idle = _ppo_loop(torch, transformers, "cuda")
+    import contextlib
+    import os
+
+    explicit = os.environ.get("PHASEALLOC_DETECT") == "0"  # the loop marks its phases itself
+    phase = phasealloc.phase if explicit else (lambda name: contextlib.nullcontext())
+    losses, params, resident, idle = _ppo_loop(torch, transformers, "cuda", phase)
     schedule = _auto_offload.summary() if _auto_offload._handles else None  # before the CPU run's phases
-    cpu_losses, cpu_params, _, _ = _ppo_loop(torch, transformers, "cpu")
+    cpu_losses, cpu_params, _, _ = _ppo_loop(torch, transformers, "cpu", phase)
     assert all(abs(a - b) < 1e-4 * max(1.0, abs(b)) for a, b in zip(losses, cpu_losses)), (losses, cpu_losses)
     worst = max(float((a - b).abs().max()) for a, b in zip(params, cpu_params))
     assert worst < 1e-4, "the policy's parameters differ from the CPU's by %g" % worst
@@ -74,12 +83,13 @@ if pytest is not None and __name__ != "__main__":
     _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
-    def _run(mode):
+    def _run(mode, detect):
         return run(__file__, "ppo_loop", sim_gpu="16GiB", native=False, conf="device:cuda_vmm,offload:%s" % mode,
-                   bridge="c10", env={"SIMCUDA_GPU": "quiet:1,values:exact"})
+                   bridge="c10", env={"SIMCUDA_GPU": "quiet:1,values:exact", "PHASEALLOC_DETECT": "1" if detect else "0"})
 
-    def test_offload_auto_moves_idle_state_and_changes_no_value():
-        auto, none = _run("auto"), _run("none")
+    @pytest.mark.parametrize("detect", (True, False), ids=("detected_phases", "explicit_phases"))
+    def test_offload_auto_moves_idle_state_and_changes_no_value(detect):
+        auto, none = _run("auto", detect), _run("none", detect)
         assert auto["losses"] == none["losses"], (auto["losses"], none["losses"])  # both also equal the CPU's
         assert none["offloads"] == 0 and none["schedule"] is None, none
         schedule = auto["schedule"]

@@ -136,20 +136,15 @@ def enable(conf=None, detect_phases=True, library=None):
         from . import _phase_detect
 
         _phase_detect.install()
-    if ",offload:auto" in "," + effective:
-        if detect_phases:
-            from . import _auto_offload
+    if ",offload:auto" in "," + effective:  # learns from detected phases and from phasealloc.phase blocks
+        from . import _auto_offload
 
-            try:
-                _auto_offload.install(torch)
-            except Exception as exc:  # noqa: BLE001 (the allocator is swapped in already: keep it, say so)
-                _auto_offload.uninstall()
-                warnings.warn("phasealloc: offload:auto could not start (%s: %s); nothing is offloaded "
-                              "automatically" % (type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
-        else:
-            warnings.warn("phasealloc: offload:auto learns from detected phases, and detection is off "
-                          "(detect_phases=False or PHASEALLOC_DETECT=0): nothing is offloaded automatically",
-                          RuntimeWarning, stacklevel=2)
+        try:
+            _auto_offload.install(torch)
+        except Exception as exc:  # noqa: BLE001 (the allocator is swapped in already: keep it, say so)
+            _auto_offload.uninstall()
+            warnings.warn("phasealloc: offload:auto could not start (%s: %s); nothing is offloaded "
+                          "automatically" % (type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
     atexit.register(_flush_traces)
     return True
 

@@ -11,7 +11,7 @@ Approach:
     torch.optim optimizer (touched in its step()), and each frozen model (a module whose parameters
     all have requires_grad False, called as the outermost module of a forward: its parameters and
     buffers). A class is known from its first touch.
-  - A schedule learned from what the job does: each phase's set of classes touched in any interval
+  - A schedule learned from what the job does (its phases, detected or set with phasealloc.phase): each phase's set of classes touched in any interval
     of it so far. At a transition into a phase seen before, every class it never touched leaves,
     and every offloaded class it touched comes back (prefetch, before the first touch). A phase
     never seen before changes nothing: the first step only learns.
@@ -22,7 +22,6 @@ Limitations:
   - The trainer's own weights and gradients, and user tags, are not classes yet.
   - The copies run synchronously at the transition (the mechanism's calls return when they are
     done): the step pays for them instead of overlapping them with compute.
-  - Only phases set by detection drive the schedule (explicit phasealloc.phase blocks do not yet).
 """
 
 import importlib
@@ -178,6 +177,7 @@ def install(torch):
     _handles.append(modules.register_module_forward_pre_hook(_forward_pre_hook))
     _handles.append(modules.register_module_forward_hook(_forward_hook, always_call=True))
     _phase_detect.add_observer(_on_phase)
+    _phases.add_listener(_on_phase)
     _on_phase(_phases.current_phase())
 
 
@@ -185,10 +185,11 @@ def uninstall():
     global _phase, _disabled_reason
     while _handles:
         _handles.pop().remove()
-    try:
-        _phase_detect.remove_observer(_on_phase)
-    except ValueError:
-        pass
+    for remove in (_phase_detect.remove_observer, _phases.remove_listener):
+        try:
+            remove(_on_phase)
+        except ValueError:
+            pass
     with _lock:
         for cls in list(_classes.values()):
             if cls.away:

@@ -16,6 +16,24 @@ from . import _library
 _lock = threading.Lock()
 _explicit_depth = 0
 _changes = 0  # explicit transitions so far: detection re-asserts its phase after one
+_listeners = []  # callables told the current phase after each explicit transition (add_listener)
+
+
+def add_listener(callback):
+    """Calls callback(name) with the phase that is current after each explicit transition
+    (phase() entered or left, set_phase); detection tells its own observers (_phase_detect)."""
+    _listeners.append(callback)
+
+
+def remove_listener(callback):
+    _listeners.remove(callback)
+
+
+def _tell_listeners():
+    if _listeners:
+        name = current_phase()
+        for callback in list(_listeners):
+            callback(name)
 
 
 def changes():
@@ -35,6 +53,7 @@ def _begin(name):
             _library.check(lib.phasealloc_phase_begin(name.encode()), "phasealloc.phase(%r)" % name)
         _explicit_depth += 1
         _changes += 1
+    _tell_listeners()
 
 
 def _end(name):
@@ -45,6 +64,7 @@ def _end(name):
         _changes += 1
         if lib is not None:
             _library.check(lib.phasealloc_phase_end(), "end of phasealloc.phase(%r)" % name)
+    _tell_listeners()
 
 
 class phase(contextlib.ContextDecorator):
@@ -87,6 +107,7 @@ def set_phase(name):
     global _changes
     _set(name)
     _changes += 1
+    _tell_listeners()
 
 
 def _set(name):
