@@ -16,6 +16,7 @@
 # With PHASEALLOC_CLI (the `phasealloc` command line tool) the native snapshot is also converted
 # to a trace (native.patrace.gz) and replayed through this machine's PyTorch allocator
 # (torch-replay-on-gpu.json), the oracle the model is checked against.
+# The PPO job also runs under offload:auto beside phasealloc without offload (ppo-offload-auto.*).
 # With OFFLOAD_BENCH (the offload_bench binary of a build) it also runs the same-address offload
 # benchmark (1-32 GiB against a plain pinned copy; offload-bench.json).
 # PHASEALLOC_GPU_TESTS=sim runs it all on the simulated GPU instead (a rehearsal).
@@ -79,6 +80,16 @@ timeout "${BENCH_SECONDS:-200}" "${launch[@]}" "$python" "$here/rlhf_ppo.py" \
   --model-size "$size" --steps "${BENCH_STEPS:-5}" --rounds "${BENCH_ROUNDS:-2}" \
   --markdown "$out/ppo-results.md" --json "$out/ppo-results.json" > "$out/ppo.log" 2>&1 || status=1
 tail -n 30 "$out/ppo.log"
+
+# offload:auto (the optimizers' state and the frozen models leave the GPU in the phases that do not
+# use them) against phasealloc without offload: peak reserved per phase and step time.
+echo "== bench/gpu: RLHF PPO step, offload:auto against no offload"
+timeout "${OFFLOAD_AUTO_SECONDS:-240}" "${launch[@]}" "$python" "$here/rlhf_ppo.py" \
+  --allocator native-expandable --allocator phasealloc:device:cuda_vmm \
+  --allocator "phasealloc:device:cuda_vmm,offload:auto" \
+  --model-size "$size" --steps "${BENCH_STEPS:-5}" --rounds "${BENCH_ROUNDS:-2}" \
+  --markdown "$out/ppo-offload-auto.md" --json "$out/ppo-offload-auto.json" > "$out/ppo-offload-auto.log" 2>&1 || status=1
+tail -n 8 "$out/ppo-offload-auto.log"
 
 if [ -n "${OFFLOAD_BENCH:-}" ]; then
   # Same-address offload (bench/offload_bench.cpp) against a plain pinned copy of the same bytes.
