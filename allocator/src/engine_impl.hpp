@@ -120,6 +120,8 @@ class engine_impl {
   pair_batch pairs_;
   /// Offloaded page ranges by address (engine_offload.cpp).
   std::map<device_address, offloaded_range> offloaded_;
+  /// offload() and restore() calls so far: the ordinal their trace events share.
+  std::uint64_t move_calls_ = 0;
 
  private:
   /// The policy's last rounding and pool choice, by request (engine.cpp's note on the fast path).
@@ -309,7 +311,7 @@ class engine_impl {
   std::vector<event_id> events_for(const block* first, device_address end);
   void recycle_events(const std::vector<event_id>& events);
   /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
-  errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done);
+  errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call);
   /// Unmaps range `it`, whose blocks are all offloaded_free, and books the pages as unmapped.
   void drop_range(std::map<device_address, offloaded_range>::iterator it);
 

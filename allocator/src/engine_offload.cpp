@@ -142,6 +142,13 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
   }
   std::sort(named.begin(), named.end(), [](const block* a, const block* b) { return a->addr < b->addr; });
   named.erase(std::unique(named.begin(), named.end()), named.end());
+  const std::uint64_t call = ++move_calls_;
+  const auto trace_run = [&](const block* from, const block* to) {  // the run's blocks, as named
+    for (const block* b = from;; b = b->next) {
+      emit(trace_op::offload, b->addr, call, b->bytes, b->seg->stream);
+      if (b == to) break;
+    }
+  };
 
   for (std::size_t i = 0; i < named.size();) {
     // A run: named blocks that follow each other in one segment.
@@ -160,6 +167,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     if (hi <= lo) {  // no whole page: everything stays
       done.kept_bytes += run_bytes;
       stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes);
+      trace_run(first, last);
       continue;
     }
     const std::size_t budget = options_.offload_host_budget_bytes;
@@ -199,6 +207,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     ++stats_.num_offloads;
     phases_.current_stats().offloaded_bytes += bytes;
     emit(trace_op::segment_unmap, lo, hi - lo, hi - lo, seg->stream);  // the device's memory went back
+    trace_run(first, last);
     done.blocks += live_blocks;
     done.ranges += 1;
     done.page_bytes += hi - lo;
@@ -209,7 +218,8 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
   return done;
 }
 
-errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done) {
+errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done,
+                                std::uint64_t call) {
   const offloaded_range r = it->second;
   const auto bytes = static_cast<std::int64_t>(r.bytes);
   if (limit() != 0 && static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current) + r.bytes > limit()) {
@@ -228,6 +238,12 @@ errc engine_impl::restore_range(std::map<device_address, offloaded_range>::itera
   ++stats_.num_restores;
   phases_.current_stats().restored_bytes += bytes;
   emit(trace_op::segment_map, r.addr, r.bytes, r.bytes, r.seg->stream);
+  for (const block* b = first; b != nullptr && b->addr < r.end(); b = b->next) {
+    if (is_live(b)) {  // one live block names the range to a replay
+      emit(trace_op::restore, b->addr, call, b->bytes, b->seg->stream);
+      break;
+    }
+  }
   observe_levels(false);  // reserved rose: a peak inside the operation counts
   std::size_t blocks = 0;
   for (block* b = first; b != nullptr;) {
@@ -259,6 +275,7 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
                          "was restored (the offloaded bytes stay correct on the host)",
                          done};
   }
+  const std::uint64_t call = ++move_calls_;
   std::set<device_address> ranges;  // by start: each range once, in address order
   if (addrs.empty()) {
     for (const auto& [addr, r] : offloaded_) ranges.insert(addr);
@@ -277,12 +294,12 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
     // that was its last live block (free_offloaded drops it).
     auto it = offloaded_.find(start);
     if (it == offloaded_.end()) continue;
-    errc e = restore_range(it, done);
+    errc e = restore_range(it, done, call);
     if (e == errc::out_of_memory) {
       run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
-      e = restore_range(it, done);
+      e = restore_range(it, done, call);
     }
     if (e != errc::ok) {
       if (e == errc::out_of_memory) ++stats_.num_restore_ooms;

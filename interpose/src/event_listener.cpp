@@ -28,7 +28,9 @@ std::optional<int> torch_action(trace_op op) noexcept {
     case trace_op::phase_begin:
     case trace_op::phase_end:
     case trace_op::empty_cache:
-    case trace_op::record_stream: return std::nullopt;
+    case trace_op::record_stream:
+    case trace_op::offload:  // its reserved-bytes change comes as the segment_unmap / segment_map it makes
+    case trace_op::restore: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -229,7 +229,7 @@ TEST(TraceFormatTest, BadEventsAreWordedAlikeMidTraceAndAtTheEnd) {
     const char* found;
   };
   const wording expected[] = {
-      {0, "event {}: an op below 11", "15"},
+      {0, "event {}: an op below 13", "15"},
       {1, "event {} time delta (a varint of at most 64 bits)", "a longer varint"},
       {4, "event {} stream (at most 4294967295)", "4294967296"},
       {0, "", ""},

@@ -205,6 +205,16 @@ std::string render_replay_text(const replay_report& r) {
   }
   out += overall.render();
   out += "device calls: total (reserve/release/map/unmap); est. device time is modelled, not measured.\n";
+  for (const replay_result& x : r.results) {
+    if (x.offloaded_bytes == 0 && x.restored_bytes == 0) continue;
+    out += fmt::format("offload {}: {} of pages to the host and {} back (the recorded calls)\n", x.policy,
+                       format_bytes(x.offloaded_bytes), format_bytes(x.restored_bytes));
+  }
+  for (const replay_result& x : r.results) {
+    if (x.offload_failures == 0) continue;
+    out += fmt::format("offload {}: {} recorded call(s) refused, the first: {}\n", x.policy, x.offload_failures,
+                       x.first_offload_failure);
+  }
 
   // Per phase: one row per phase, one column pair per policy.
   std::vector<std::string> phase_names;
@@ -270,6 +280,10 @@ nlohmann::json replay_json(const replay_report& r) {
     j["device_calls"] = x.device_calls();
     j["alloc_retries"] = x.alloc_retries;
     j["ooms"] = x.ooms;
+    j["offloaded_bytes"] = x.offloaded_bytes;
+    j["restored_bytes"] = x.restored_bytes;
+    j["offload_failures"] = x.offload_failures;
+    if (x.offload_failures != 0) j["first_offload_failure"] = x.first_offload_failure;
     j["modeled_device_time_ns"] = x.modeled_device_time_ns;
     j["wall_seconds"] = x.wall_seconds;
     j["phases"] = nlohmann::json::array();
@@ -288,6 +302,8 @@ nlohmann::json replay_json(const replay_report& r) {
                              {"device_maps", p.num_device_map},
                              {"device_unmaps", p.num_device_unmap},
                              {"released_bytes", p.released_bytes},
+                             {"offloaded_bytes", p.offloaded_bytes},
+                             {"restored_bytes", p.restored_bytes},
                              {"ooms", p.num_ooms}});
     }
     j["colocation"] = headroom_json(x.headroom);

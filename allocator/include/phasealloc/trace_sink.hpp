@@ -23,6 +23,10 @@ enum class trace_op {
   empty_cache,     ///< a caller asked for every cached byte back
   oom,             ///< requested_bytes, block_bytes = rounded, stream
   record_stream,   ///< addr, stream (another stream used the block)
+  /// addr: a block named in an offload (engine::offload) or a restore (engine::restore);
+  /// requested_bytes: the call's ordinal (the blocks of one call share it), block_bytes.
+  offload,
+  restore,
 };
 
 struct trace_record {

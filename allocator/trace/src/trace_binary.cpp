@@ -26,7 +26,9 @@ int id_space(trace_event_op op) {
   switch (op) {
     case trace_event_op::alloc:
     case trace_event_op::free:
-    case trace_event_op::record_stream: return 1;
+    case trace_event_op::record_stream:
+    case trace_event_op::offload:
+    case trace_event_op::restore: return 1;
     case trace_event_op::segment_alloc:
     case trace_event_op::segment_free:
     case trace_event_op::segment_map:

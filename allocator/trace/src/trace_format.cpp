@@ -9,6 +9,7 @@ namespace {
 constexpr std::array<std::string_view, trace_event_op_count> op_names = {
     "alloc",         "free",         "phase",       "empty_cache",   "record_stream",
     "segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom",           "seed_block",
+    "offload",       "restore",
 };
 
 constexpr std::array<std::pair<std::uint8_t, std::string_view>, 5> flag_names = {{

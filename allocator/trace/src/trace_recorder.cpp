@@ -1,5 +1,6 @@
 #include "phasealloc/trace/trace_recorder.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace phasealloc {
@@ -134,6 +135,18 @@ void trace_recorder::record_locked(const trace_record& r) {
     case trace_op::oom:
       push_locked(trace_event_op::oom, 0, r.requested_bytes, stream_ordinal_locked(r.stream));
       return;
+    case trace_op::offload:
+    case trace_op::restore: {
+      const auto it = live_allocs_.find(r.addr);
+      if (it == live_allocs_.end()) {
+        ++unmatched_;
+        return;
+      }
+      trace_.version = std::max(trace_.version, trace_format_version_offload);
+      push_locked(r.op == trace_op::offload ? trace_event_op::offload : trace_event_op::restore, it->second.id,
+                  r.requested_bytes, 0);
+      return;
+    }
   }
 }
 

@@ -32,6 +32,8 @@ void trace_summary_builder::add(const trace_event& e, std::uint64_t live_added, 
     case trace_event_op::empty_cache: ++s.empty_caches; break;
     case trace_event_op::oom: ++s.ooms; break;
     case trace_event_op::seed_block: break;  // the layout of seeded segments: their bytes count once
+    case trace_event_op::offload:
+    case trace_event_op::restore: break;  // their device memory shows in the segment_unmap / segment_map they make
     case trace_event_op::segment_alloc:
       if (seeded) {
         ++s.seeded_segments;

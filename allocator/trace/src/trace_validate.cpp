@@ -199,6 +199,15 @@ result<std::monostate, trace_validation_error> check_trace(const trace& t, trace
       case trace_event_op::alloc: allocs.create(e.alloc_id, e.bytes, i, problem); break;
       case trace_event_op::free: allocs.destroy(e.alloc_id, e.bytes, i, problem); break;
       case trace_event_op::record_stream: allocs.check_live(e.alloc_id, i, problem); break;
+      case trace_event_op::offload:
+      case trace_event_op::restore:
+        if (t.version < trace_format_version_offload) {
+          problem = fmt::format("{} needs trace version {} (this trace is version {})", to_string(e.op),
+                                trace_format_version_offload, t.version);
+        } else {
+          allocs.check_live(e.alloc_id, i, problem);
+        }
+        break;
       case trace_event_op::segment_alloc:
         segments.create(e.alloc_id, e.bytes, i, problem);
         if (seeded) {

@@ -203,6 +203,8 @@ def replay(torch, strings, events):
             # what the recording allocator did, and the layout it held when recording began: not
             # followed (PyTorch's allocator starts empty; the seeded allocations are allocated)
             continue
+        elif op in ("offload", "restore"):
+            continue  # same-address offload: PyTorch's allocator has none; its blocks stay on the GPU
         else:
             raise TraceError("unknown op %r" % op)
     torch.cuda.synchronize()

@@ -85,7 +85,7 @@ void torch_trace_recorder::record(const trace_record& r) {
     case trace_op::phase_begin:
       phase_ = r.name == "unphased" ? std::string() : std::string(r.name);
       break;
-    default:  // phase_end, empty_cache, record_stream: PyTorch's trace has no such entries
+    default:  // phase_end, empty_cache, record_stream, offload, restore: PyTorch's trace has no such entries
       break;
   }
 }

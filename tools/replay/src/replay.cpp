@@ -104,6 +104,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     residency_meter residency(current_phase, timed);
     residency.level(eng.levels().reserved_bytes);  // a recorded layout starts above zero
 
+    std::vector<device_address> move_call;  // the addresses of the offload or restore call being read
     recorded_comparison& rec = out.recorded;
     std::size_t recorded_level = 0;
     std::size_t recorded_segments = 0;
@@ -167,6 +168,21 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
         case trace_event_op::empty_cache:
           eng.empty_cache();
           break;
+        case trace_event_op::offload:
+        case trace_event_op::restore: {
+          // The allocations one recorded call named (consecutive events, the call's ordinal as
+          // bytes) make one call here: adjacent blocks share pages as they did when recorded.
+          if (const device_address a = addresses.peek(e.alloc_id); a != 0) move_call.push_back(a);
+          const bool last = i + 1 == n || t.events[i + 1].op != e.op || t.events[i + 1].bytes != e.bytes;
+          if (last) {
+            const auto moved = e.op == trace_event_op::offload ? eng.offload(move_call) : eng.restore(move_call);
+            if (!moved && out.offload_failures++ == 0) out.first_offload_failure = moved.error().message;
+            move_call.clear();
+            const memory_levels now = eng.levels();
+            residency.level(now.reserved_bytes);
+          }
+          break;
+        }
         default:  // the recording allocator's own segment events and OOMs: not followed
           break;
       }
@@ -230,6 +246,8 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     out.device_unmaps = s.num_device_unmap;
     out.alloc_retries = s.num_alloc_retries;
     out.ooms = s.num_ooms;
+    out.offloaded_bytes = static_cast<std::size_t>(s.offloaded_bytes[stat_type::all].allocated);
+    for (const phase_stats& p : eng.phases()) out.restored_bytes += static_cast<std::size_t>(p.restored_bytes);
     const memory_levels end = eng.levels();
     out.final_reserved_bytes = end.reserved_bytes;
     out.final_allocated_bytes = end.allocated_bytes;

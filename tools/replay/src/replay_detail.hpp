@@ -32,6 +32,7 @@ inline model_device_config replay_device_config(const replay_options& options, b
   device_config.capacity_bytes = options.capacity_bytes;
   device_config.granularity_bytes = options.granularity_bytes;
   device_config.virtual_memory = virtual_memory;
+  device_config.host_backing = virtual_memory;  // a recorded offload moves pages to the host here too
   device_config.events_complete_immediately = true;
   device_config.cost = options.cost;
   device_config.cost.spin = false;

@@ -26,6 +26,8 @@
 //   oom            -                         requested size     yes     -    -
 //   seed_block     id of the allocation in   block size         yes     -    -
 //                  it (allocated), else 0
+//   offload        id of the allocation      the call's ordinal -       -    -
+//   restore        id of the allocation      the call's ordinal -       -    -
 //
 //   Allocation ids and segment ids are separate namespaces. Segment events are what the recording
 //   allocator observed (device calls); a replay does not follow them, it may compare against them.
@@ -38,6 +40,8 @@
 //   span from its first mapped byte. A block flagged `allocated` holds the seeded allocation
 //   alloc_id (seeded allocs come before the layout; bytes >= its requested size); the others are
 //   free (cached) or unmapped. A trace without seed_block events is version 1, as before.
+//   Offload (version 3): the allocations one engine::offload or engine::restore call named, one
+//   event each, consecutive, with the call's ordinal as bytes: a replay makes the same call.
 // Limitations: one device per trace (a multi-GPU job writes one file per process and device);
 //   no threads (the engine serialises a device's calls, and ordering is what a replay needs).
 #pragma once
@@ -52,12 +56,15 @@
 namespace phasealloc {
 
 /// Newest version this build reads and writes; readers accept 1..trace_format_version. A trace is
-/// written with its own `version`: 1 unless it holds a recorded layout (seed_block events), 2 then.
-inline constexpr std::uint32_t trace_format_version = 2;
+/// written with its own `version`: 1 unless it holds a recorded layout (seed_block events: 2) or
+/// offload and restore events (3).
+inline constexpr std::uint32_t trace_format_version = 3;
 /// The version of a trace without a recorded layout.
 inline constexpr std::uint32_t trace_format_version_plain = 1;
 /// The first version with seed_block events.
 inline constexpr std::uint32_t trace_format_version_layout = 2;
+/// The first version with offload and restore events.
+inline constexpr std::uint32_t trace_format_version_offload = 3;
 
 enum class trace_event_op : std::uint8_t {
   alloc = 0,
@@ -71,8 +78,10 @@ enum class trace_event_op : std::uint8_t {
   segment_unmap = 8,
   oom = 9,
   seed_block = 10,
+  offload = 11,
+  restore = 12,
 };
-inline constexpr std::size_t trace_event_op_count = 11;
+inline constexpr std::size_t trace_event_op_count = 13;
 
 /// The op's name in text traces ("alloc", "free", ..., "segment_unmap", "oom", "seed_block").
 std::string_view to_string(trace_event_op op) noexcept;

@@ -138,6 +138,12 @@ struct replay_result {
   std::int64_t device_unmaps = 0;
   std::int64_t alloc_retries = 0;
   std::int64_t ooms = 0;           ///< Allocations that failed for lack of memory.
+  /// Recorded offload and restore calls made again here (trace version 3): bytes of pages that
+  /// left the device and came back, and calls the model refused (a restore without room).
+  std::size_t offloaded_bytes = 0;
+  std::size_t restored_bytes = 0;
+  std::int64_t offload_failures = 0;
+  std::string first_offload_failure;  ///< Why the first refused call was refused ("" when none was).
   std::uint64_t modeled_device_time_ns = 0;
   double wall_seconds = 0;
   std::vector<phase_stats> phases;  ///< Phases that saw any event ("unphased" only if it did).
