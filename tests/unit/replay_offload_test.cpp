@@ -88,12 +88,16 @@ TEST(ReplayOffloadTest, BothCodecsKeepTheEvents) {
   EXPECT_EQ(text.value().events, t.events);
 }
 
-TEST(ReplayOffloadTest, AModelThatCannotOffloadRefusesTheCallsAndSaysWhy) {
-  auto r = replay(recorded_job(), "pytorch", small_gpu());  // PyTorch's allocator: whole cudaMalloc segments
+TEST(ReplayOffloadTest, PyTorchsAllocatorMakesNoneOfTheCallsAndTheReplaySaysWhy) {
+  auto r = replay(recorded_job(), "pytorch", small_gpu());
   ASSERT_TRUE(r.has_value()) << r.error();
   EXPECT_EQ(r.value().offloaded_bytes, 0u);
-  EXPECT_EQ(r.value().offload_failures, 2);  // the offload, and the restore of what never left
-  EXPECT_THAT(r.value().first_offload_failure, HasSubstr("cannot keep an offloaded block"));
+  EXPECT_EQ(r.value().offload_failures, 3);  // the offload (a run per segment), and the restore
+  EXPECT_THAT(r.value().first_offload_failure, HasSubstr("PyTorch's allocator has no same-address offload"));
+  auto expandable = replay(recorded_job(), "pytorch:expandable_segments:True", small_gpu());  // no offload either
+  ASSERT_TRUE(expandable.has_value()) << expandable.error();
+  EXPECT_EQ(expandable.value().offloaded_bytes, 0u);
+  EXPECT_EQ(expandable.value().offload_failures, 3);
 }
 
 TEST(ReplayOffloadTest, TheValidatorNamesAnOffloadOfAnAllocationThatIsNotLive) {

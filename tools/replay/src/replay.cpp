@@ -171,10 +171,17 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
         case trace_event_op::offload:
         case trace_event_op::restore: {
           // The allocations one recorded call named (consecutive events, the call's ordinal as
-          // bytes) make one call here: adjacent blocks share pages as they did when recorded.
+          // bytes) make one call here: adjacent blocks share pages as they did when recorded. A
+          // call's runs may come apart (the segment events between them): a run is moved on its
+          // own either way.
           if (const device_address a = addresses.peek(e.alloc_id); a != 0) move_call.push_back(a);
           const bool last = i + 1 == n || t.events[i + 1].op != e.op || t.events[i + 1].bytes != e.bytes;
-          if (last) {
+          if (last && out.models_recording) {  // PyTorch's allocator has none: its blocks stay
+            if (out.offload_failures++ == 0) {
+              out.first_offload_failure = "PyTorch's allocator has no same-address offload: its blocks stay on the GPU";
+            }
+            move_call.clear();
+          } else if (last) {
             const auto moved = e.op == trace_event_op::offload ? eng.offload(move_call) : eng.restore(move_call);
             if (!moved && out.offload_failures++ == 0) out.first_offload_failure = moved.error().message;
             move_call.clear();
