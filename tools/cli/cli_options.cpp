@@ -30,6 +30,16 @@ result<unsigned, std::string> check_jobs_option(unsigned long long jobs, unsigne
   return static_cast<unsigned>(jobs);
 }
 
+std::size_t parse_link(std::string_view text) {
+  std::string_view rate = text;
+  if (rate.ends_with("/s")) rate.remove_suffix(2);
+  const auto bytes = parse_bytes(rate);
+  if (!bytes || *bytes == 0) {
+    throw command_error(fmt::format("--link: \"{}\" is not a positive byte rate (e.g. 50GB/s, 25GiB/s)", text));
+  }
+  return *bytes;
+}
+
 std::size_t parse_capacity(std::string_view text) {
   auto r = parse_capacity_option(text);
   if (!r) throw command_error(r.error());

@@ -21,5 +21,8 @@ result<unsigned, std::string> check_jobs_option(unsigned long long jobs, unsigne
 
 /// parse_capacity_option, throwing command_error (for the commands).
 std::size_t parse_capacity(std::string_view text);
+/// --link: a byte size per second ("50GB/s", "25GiB/s"; "/s" may be left out), above 0; throws
+/// command_error naming the text otherwise.
+std::size_t parse_link(std::string_view text);
 
 }  // namespace phasealloc::cli

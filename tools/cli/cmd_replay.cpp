@@ -64,6 +64,7 @@ void run_replay(const replay_args& a, const std::string& invocation) {
   report.events = t.events.size();
   report.floor_bytes = summary.peak_live_bytes;
   report.capacity_bytes = *capacity;
+  report.link_bytes_per_second = parse_link(a.link);
   report.notes = input_notes(t);
   report.recorded_source = recorded_source(t);
 
@@ -205,6 +206,10 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
                   "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
       ->required();
   cmd->add_option("-c,--capacity", args.capacity, "simulated device capacity")->capture_default_str();
+  cmd->add_option("--link", args.link,
+                  "host link bandwidth for the time of recorded offload copies (bytes per second: 50GB/s is "
+                  "PCIe Gen5 x16, 25GB/s Gen4)")
+      ->capture_default_str();
   cmd->add_option("--device", args.device,
                   "the model device the replay runs on: auto (by policy: virtual memory when a pool is "
                   "expandable), segments (cudaMalloc-like) or vmm (cuMem virtual memory)")

@@ -207,8 +207,15 @@ std::string render_replay_text(const replay_report& r) {
   out += "device calls: total (reserve/release/map/unmap); est. device time is modelled, not measured.\n";
   for (const replay_result& x : r.results) {
     if (x.offloaded_bytes == 0 && x.restored_bytes == 0) continue;
-    out += fmt::format("offload {}: {} of pages to the host and {} back (the recorded calls)\n", x.policy,
+    out += fmt::format("offload {}: {} of pages to the host and {} back (the recorded calls)", x.policy,
                        format_bytes(x.offloaded_bytes), format_bytes(x.restored_bytes));
+    if (r.link_bytes_per_second != 0) {
+      out += fmt::format(": {:.3f} s of copies at {}/s (modelled, not overlapped)",
+                         static_cast<double>(x.offloaded_bytes + x.restored_bytes) /
+                             static_cast<double>(r.link_bytes_per_second),
+                         format_bytes(r.link_bytes_per_second));
+    }
+    out += "\n";
   }
   for (const replay_result& x : r.results) {
     if (x.offload_failures == 0) continue;
@@ -250,6 +257,7 @@ nlohmann::json replay_json(const replay_report& r) {
   doc["events"] = r.events;
   doc["floor_bytes"] = r.floor_bytes;
   doc["capacity_bytes"] = r.capacity_bytes;
+  doc["link_bytes_per_second"] = r.link_bytes_per_second;
   doc["notes"] = r.notes;
   doc["results"] = nlohmann::json::array();
   for (const replay_result& x : r.results) {
@@ -283,6 +291,10 @@ nlohmann::json replay_json(const replay_report& r) {
     j["offloaded_bytes"] = x.offloaded_bytes;
     j["restored_bytes"] = x.restored_bytes;
     j["offload_failures"] = x.offload_failures;
+    if (r.link_bytes_per_second != 0) {
+      j["modelled_copy_seconds"] =
+          static_cast<double>(x.offloaded_bytes + x.restored_bytes) / static_cast<double>(r.link_bytes_per_second);
+    }
     if (x.offload_failures != 0) j["first_offload_failure"] = x.first_offload_failure;
     j["modeled_device_time_ns"] = x.modeled_device_time_ns;
     j["wall_seconds"] = x.wall_seconds;

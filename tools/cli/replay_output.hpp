@@ -22,6 +22,7 @@ struct replay_report {
   std::uint64_t events = 0;
   std::uint64_t floor_bytes = 0;  ///< Peak live (requested) bytes: no allocator goes below it.
   std::size_t capacity_bytes = 0;
+  std::size_t link_bytes_per_second = 0;  ///< For the modelled time of offload copies (0: not given).
   std::vector<replay_result> results;
   /// What the input said about itself that bears on the numbers (device chosen, baseline, seeding).
   std::vector<std::string> notes;

@@ -122,9 +122,11 @@ struct phase_stats {
   std::int64_t offloaded_bytes = 0;        ///< Bytes of pages offloaded during the phase.
   std::int64_t restored_bytes = 0;         ///< Bytes of pages restored during the phase.
 
-  /// 1 - peak allocated / peak reserved (0 when nothing was reserved).
+  /// 1 - peak allocated / peak reserved (0 when nothing was reserved). Offloaded blocks are
+  /// allocated but not reserved: a phase that offloads may show more allocated than reserved, and
+  /// its fragmentation is then 0, not negative.
   double fragmentation() const noexcept {
-    return peak_reserved_bytes > 0
+    return peak_reserved_bytes > peak_allocated_bytes
                ? 1.0 - static_cast<double>(peak_allocated_bytes) / static_cast<double>(peak_reserved_bytes)
                : 0.0;
   }

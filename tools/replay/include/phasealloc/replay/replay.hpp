@@ -158,10 +158,12 @@ struct replay_result {
   std::size_t seeded_segments = 0;  ///< Segments booked from the recorded layout (0: none used).
 
   std::int64_t device_calls() const noexcept { return device_allocs + device_frees + device_maps + device_unmaps; }
+  /// 1 - peak allocated / peak reserved; 0 when allocated is above reserved (offloaded blocks are
+  /// allocated but not reserved) or nothing was reserved.
   double fragmentation() const noexcept {
-    return peak_reserved_bytes == 0 ? 0.0
-                                    : 1.0 - static_cast<double>(peak_allocated_bytes) /
-                                                static_cast<double>(peak_reserved_bytes);
+    return peak_reserved_bytes <= peak_allocated_bytes ? 0.0
+                                                       : 1.0 - static_cast<double>(peak_allocated_bytes) /
+                                                                   static_cast<double>(peak_reserved_bytes);
   }
 };
 
