@@ -300,23 +300,10 @@ errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
   if (!b->stream_uses.empty()) {
     b->state = block_state::pending_free;
     for (const stream_id s : b->stream_uses) {
-      event_id e = 0;
-      if (!spare_events_.empty()) {
-        e = spare_events_.back();
-        spare_events_.pop_back();
-      } else if (auto created = device_.create_event()) {
-        e = created.value();
-      } else {
-        (void)device_.synchronize();  // no event to wait on: wait for everything instead
-        continue;
+      if (const std::optional<event_id> e = record_on(s)) {
+        pending_.push_back({b, *e});
+        ++b->event_count;
       }
-      if (device_.record_event(e, s) != errc::ok) {
-        spare_events_.push_back(e);
-        (void)device_.synchronize();
-        continue;
-      }
-      pending_.push_back({b, e});
-      ++b->event_count;
     }
     b->stream_uses.clear();
     if (b->event_count == 0) free_block(b);
@@ -345,6 +332,25 @@ void engine_impl::free_block(block* b) {
   b = merge_neighbours(b);
   pools_[b->seg->pool].insert(b);
   emit(trace_op::free_completed, addr, 0, bytes, b->seg->stream);
+}
+
+std::optional<event_id> engine_impl::record_on(stream_id stream) {
+  event_id e = 0;
+  if (!spare_events_.empty()) {
+    e = spare_events_.back();
+    spare_events_.pop_back();
+  } else if (auto created = device_.create_event()) {
+    e = created.value();
+  } else {
+    (void)device_.synchronize();  // no event to wait on: wait for everything instead
+    return std::nullopt;
+  }
+  if (device_.record_event(e, stream) != errc::ok) {
+    spare_events_.push_back(e);
+    (void)device_.synchronize();
+    return std::nullopt;
+  }
+  return e;
 }
 
 void engine_impl::process_events() {

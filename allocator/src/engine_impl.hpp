@@ -8,6 +8,7 @@
 #include <memory>
 #include <memory_resource>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "block.hpp"
@@ -293,6 +294,10 @@ class engine_impl {
             stats_.active_bytes[stat_type::all].current, stats_.requested_bytes[stat_type::all].current};
   }
   void count_device(std::int64_t device_stats::*global, std::int64_t phase_stats::*phase);
+  /// An event recorded now on `stream` (a spare one, or a new one), to wait for the work enqueued
+  /// there so far; nothing when the device could give or record none, after waiting for
+  /// everything instead. Give it back to spare_events_ when done.
+  std::optional<event_id> record_on(stream_id stream);
   /// Merges b with free neighbours of the same kind (free with no events, or unmapped);
   /// returns the surviving block. b must not be in a pool.
   block* merge_neighbours(block* b);

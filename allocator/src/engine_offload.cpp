@@ -89,22 +89,7 @@ std::vector<event_id> engine_impl::events_for(const block* first, device_address
   }
   std::vector<event_id> events;
   for (const stream_id s : streams) {
-    event_id e = 0;
-    if (!spare_events_.empty()) {
-      e = spare_events_.back();
-      spare_events_.pop_back();
-    } else if (auto created = device_.create_event()) {
-      e = created.value();
-    } else {
-      (void)device_.synchronize();  // no event to order by: wait for everything instead
-      continue;
-    }
-    if (device_.record_event(e, s) != errc::ok) {
-      spare_events_.push_back(e);
-      (void)device_.synchronize();
-      continue;
-    }
-    events.push_back(e);
+    if (const std::optional<event_id> e = record_on(s)) events.push_back(*e);
   }
   return events;
 }
