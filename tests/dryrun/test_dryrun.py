@@ -14,12 +14,15 @@ EXAMPLE = ["-m", "phasealloc.examples.rlhf_step"]
 VALUE_SCENARIOS = os.path.join(torch_harness.REPO, "tools", "simcuda", "tests", "values_scenarios.py")
 
 
-def dryrun(args, job, timeout=600):
+def dryrun(args, job, timeout=600, conf=None):
+    """conf: the PHASEALLOC_CONF the job is recorded under (None: none)."""
     torch_harness.skip_or_fail()
     env = dict(os.environ, PHASEALLOC_SIMCUDA_DIR=torch_harness.find_simulator(),
                PHASEALLOC_LIBRARY=torch_harness.find_library(),
                PYTHONPATH=torch_harness.HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PHASEALLOC_CONF", None)
+    if conf is not None:
+        env["PHASEALLOC_CONF"] = conf
     return subprocess.run([torch_harness.find_cli(), "dryrun"] + args + ["--", sys.executable] + job, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -48,6 +51,23 @@ def test_dryrun_replays_the_job_under_each_allocator(tmp_path):
     assert json.loads(books.read_text())["devices"][0]["peak_nccl_bytes"] == 0
     # The progress and the job's own output go to stderr / through, not into the JSON.
     assert "phasealloc dryrun: job exited with status 0" in out.stderr
+
+
+def test_a_job_recorded_with_offload_auto_replays_its_offloads_and_their_copy_time():
+    """The example job (AdamW, a reference and a reward model in eval mode) under offload:auto: its
+    trace carries the offload calls, phasealloc's replay makes them (bytes out and back, their time
+    at --link), PyTorch's allocator has no such calls and says so."""
+    out = dryrun(["-p", "pytorch", "-p", "phasealloc", "--gpu", "24GiB", "--json", "--html", "", "--link", "25GB/s"],
+                 EXAMPLE, conf="offload:auto")
+    assert out.returncode == 0, out.stderr[-4000:]
+    pytorch, phasealloc = json.loads(out.stdout)["results"]
+    assert phasealloc["offloaded_bytes"] > 0 and phasealloc["restored_bytes"] > 0, phasealloc
+    assert phasealloc["offload_failures"] == 0, phasealloc
+    moved = phasealloc["offloaded_bytes"] + phasealloc["restored_bytes"]
+    assert abs(phasealloc["modelled_copy_seconds"] - moved / 25e9) < 1e-9, phasealloc
+    assert sum(p["offloaded_bytes"] for p in phasealloc["phases"]) == phasealloc["offloaded_bytes"]
+    assert pytorch["offloaded_bytes"] == 0 and pytorch["offload_failures"] > 0, pytorch
+    assert "no same-address offload" in pytorch["first_offload_failure"]
 
 
 def test_dryrun_says_which_allocator_runs_out_of_memory():

@@ -19,7 +19,9 @@
 //   first. --json prints the replay's JSON per process (and "per_rank") plus the job's exit status
 //   (the job's own standard output then goes to standard error); the HTML report is the replay's
 //   (with several ranks: one page with a rank selector). The job's own non-zero exit status is
-//   dryrun's, after the report of what it did.
+//   dryrun's, after the report of what it did. A job run with PHASEALLOC_CONF=offload:auto (or
+//   calling phasealloc.offload) records its offload calls; phasealloc's replays make them again
+//   and say how many bytes moved and what the copies take at --link.
 // Limitations: recording runs under phasealloc's allocator, whose decisions do not change what the
 //   job asks for, but a job that sizes itself from free memory (vLLM's gpu_memory_utilization) sees
 //   phasealloc's free memory while recording. A job that runs out of memory while recording stops
@@ -39,6 +41,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_options.hpp"
 #include "commands.hpp"
 #include "job_runner.hpp"
 #include "launcher.hpp"
@@ -60,6 +63,7 @@ struct dryrun_args {
   int gpus = 1;
   std::string record_gpu;
   std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
+  std::string link = "50GB/s";  ///< host link bandwidth for the time of the job's offload copies
   std::vector<std::string> policies;
   bool json = false;
   std::string html = "phasealloc-dryrun.html";
@@ -121,6 +125,7 @@ std::string verdicts(const replay_report& r) {
 void run_dryrun(const dryrun_args& a) {
   if (a.command.empty()) throw command_error("dryrun needs the job's command after --, e.g. -- python train.py");
   const std::size_t gpu_bytes = bytes_option("--gpu", a.gpu);
+  const std::size_t link_bytes_per_second = parse_link(a.link);
   const std::size_t record_bytes = a.record_gpu.empty() ? gpu_bytes : bytes_option("--record-gpu", a.record_gpu);
   const std::vector<std::string>& policies = a.policies.empty() ? default_policies : a.policies;
 
@@ -251,6 +256,7 @@ void run_dryrun(const dryrun_args& a) {
     report.events = t.events.size();
     report.floor_bytes = summarize(t).peak_live_bytes;
     report.capacity_bytes = gpu_bytes - nccl;
+    report.link_bytes_per_second = link_bytes_per_second;
     for (const std::string& spec : policies) {
       replay_options options;
       options.capacity_bytes = gpu_bytes - nccl;
@@ -330,6 +336,10 @@ void add_dryrun_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print the replays' JSON (per process) and the job's exit status");
   cmd->add_option("--html", args->html, "the HTML report to write (\"\" for none)")->capture_default_str();
   cmd->add_option("--trace-dir", args->trace_dir, "keep the recorded traces in this (empty or new) folder");
+  cmd->add_option("--link", args->link,
+                  "host link bandwidth for the time of the job's offload copies (a job run with "
+                  "PHASEALLOC_CONF=offload:auto, or calling phasealloc.offload): 50GB/s is PCIe Gen5 x16")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
   cmd->add_option("command", args->command, "the job, after --: e.g. -- python train_ppo.py --steps 2")->required();
   cmd->callback([args] { run_dryrun(*args); });

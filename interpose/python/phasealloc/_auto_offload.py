@@ -8,9 +8,11 @@ link, never a crash or a wrong value.
 
 Approach:
   - Classes of idle state, found through the hooks phase detection already has: the state of each
-    torch.optim optimizer (touched in its step()), and each frozen model (a module whose parameters
-    all have requires_grad False, called as the outermost module of a forward: its parameters and
-    buffers). A class is known from its first touch.
+    torch.optim optimizer (touched in its step()), and each frozen model (a module called as the
+    outermost module of a forward whose parameters all have requires_grad False, or that runs
+    without grad: its parameters and buffers), unless an optimizer trains any of its parameters
+    (checked at each decision: the policy model also runs without grad, inside generate()). A
+    class is known from its first touch.
   - A schedule learned from what the job does (its phases, detected or set with phasealloc.phase): each phase's set of classes touched in any interval
     of it so far. At a transition into a phase seen before, every class it never touched leaves,
     and every offloaded class it touched comes back (prefetch, before the first touch). A phase
@@ -37,6 +39,8 @@ _touched = {}        # phase -> set of class keys touched in any interval of it
 _phase = None        # the phase the schedule is in
 _depth = threading.local()
 _handles = []
+_optimizers = weakref.WeakSet()  # every optimizer that stepped: their parameters are trained
+_trained_ids = set()             # ids of those parameters, as of the last step
 _disabled_reason = None
 counts = {"offloads": 0, "restores": 0, "on_demand": 0, "restore_ooms": 0, "page_bytes": 0, "copied_bytes": 0,
           "kept_bytes": 0}
@@ -105,6 +109,8 @@ def _touch(key, kind, owner, tensors):
     with _lock:
         cls = _classes.get(key)
         if cls is None:
+            if _is_trained(kind, owner):
+                return  # the model a trainer trains: in use in most phases, never a class
             cls = _idle_class(key, kind, owner, tensors)
             if not cls.live_tensors():
                 return  # nothing on a GPU (a model or an optimizer on the CPU): not a class
@@ -127,7 +133,9 @@ def _on_phase(name):
         used = _touched[name]
         for key in list(_classes):
             cls = _classes[key]
-            if cls.owner() is None:
+            if cls.owner() is None or _is_trained(cls.kind, cls.owner()):  # gone, or a model a trainer trains
+                if cls.away:
+                    _move(cls, offload=False)
                 del _classes[key]
                 continue
             if key in used and cls.away:
@@ -144,15 +152,26 @@ def _step_pre_hook(optimizer, args, kwargs):
 def _step_post_hook(optimizer, args, kwargs):
     # The first step creates the state: known from now on, touched in this phase.
     _touch(("optimizer", id(optimizer)), "optimizer", optimizer, _optimizer_tensors)
+    _optimizers.add(optimizer)
+    _refresh_trained()  # once per step: param groups may have been added since
 
 
 def _frozen(module):
-    found = False
-    for p in module.parameters():
-        if p.requires_grad:
-            return False
-        found = True
-    return found
+    """A module that looks idle outside its forwards: parameters, none needing grad or run without grad."""
+    import torch
+
+    params = list(module.parameters())
+    return bool(params) and (not torch.is_grad_enabled() or not any(p.requires_grad for p in params))
+
+
+def _refresh_trained():
+    """Notes the parameters every optimizer that stepped trains."""
+    global _trained_ids
+    _trained_ids = {id(p) for opt in list(_optimizers) for group in opt.param_groups for p in group["params"]}
+
+
+def _is_trained(kind, owner):
+    return kind == "frozen" and owner is not None and any(id(p) in _trained_ids for p in owner.parameters())
 
 
 def _forward_pre_hook(module, args):
@@ -196,6 +215,8 @@ def uninstall():
                 _move(cls, offload=False)
         _classes.clear()
         _touched.clear()
+        _optimizers.clear()
+        _trained_ids.clear()
         _phase = None
         _disabled_reason = None
 
