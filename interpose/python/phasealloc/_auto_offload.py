@@ -186,7 +186,7 @@ def _forward_hook(module, args, output):
 
 
 def install(torch):
-    """Installs the hooks and the phase observer (idempotent). Phase detection must be installed."""
+    """Installs the hooks and the phase observers (detected and explicit phases; idempotent)."""
     if _handles:
         return
     optim = importlib.import_module("torch.optim.optimizer")  # by name: not an attribute in torch 2.15
