@@ -193,6 +193,16 @@ TEST(report, phase_names_appear_in_bands_bars_and_table) {
   EXPECT_NE(html.find("class=\"bands\""), std::string::npos);
 }
 
+TEST(report, the_phase_table_shows_offloaded_bytes_only_where_a_policy_moved_some) {
+  report_input input = report_testing::make_synthetic_report(small());
+  EXPECT_EQ(render_html_report(input).find("offloaded / restored"), std::string::npos);
+  input.results.front().phases.front().offloaded_bytes = 3 << 20;
+  input.results.front().phases.front().restored_bytes = 1 << 20;
+  const std::string html = render_html_report(input);
+  EXPECT_NE(html.find("offloaded / restored</th>"), std::string::npos);
+  EXPECT_NE(html.find(">3.00 MiB / 1.00 MiB</td>"), std::string::npos);
+}
+
 TEST(report, measures_are_computed_as_design_md_defines_them) {
   report_input in;
   in.trace_name = "t";

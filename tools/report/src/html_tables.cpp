@@ -79,6 +79,11 @@ std::string render_phase_table(const report_input& input) {
     }
   }
   if (phases.empty()) return R"(<p class="empty">No phase statistics: the trace has no phase events.</p>)";
+  // A column for same-address offload only where some policy moved bytes (a trace with offload calls).
+  bool offload = false;
+  for (const replay_result& r : input.results) {
+    for (const phase_stats& p : r.phases) offload = offload || p.offloaded_bytes != 0 || p.restored_bytes != 0;
+  }
 
   std::string rows;
   for (const std::string& phase : phases) {
@@ -96,12 +101,16 @@ std::string render_phase_table(const report_input& input) {
       }
       rows += fmt::format(
           R"(<tr class="{}{}">{}<td class="policy-cell">{}</td>{}{}<td class="num">{}</td>{}<td class="num">{} / {}</td>)"
-          R"({}{}<td class="num">{}</td>{}</tr>)",
+          R"({}{}{}<td class="num">{}</td>{}</tr>)",
           k == 0 ? "group-start" : "", p->num_ooms > 0 ? " oom" : "", phase_cell, policy_label(i, input.results[i].policy),
           bytes_cell(p->peak_allocated_bytes), bytes_cell(p->peak_reserved_bytes), format_percent(p->fragmentation()),
           bytes_cell(p->reserved_unallocated_at_peak_bytes), format_count(p->num_allocs), format_count(p->num_frees),
           calls_cell(p->num_device_alloc, p->num_device_free, p->num_device_map, p->num_device_unmap),
-          bytes_cell(p->released_bytes), format_count(p->num_alloc_retries), ooms_cell(p->num_ooms));
+          bytes_cell(p->released_bytes),
+          offload ? fmt::format(R"(<td class="num">{} / {}</td>)", format_bytes(p->offloaded_bytes),
+                                format_bytes(p->restored_bytes))
+                  : std::string(),
+          format_count(p->num_alloc_retries), ooms_cell(p->num_ooms));
     }
   }
   return fmt::format(
@@ -109,9 +118,9 @@ std::string render_phase_table(const report_input& input) {
       R"(<th class="num">peak allocated</th><th class="num">peak reserved</th><th class="num">fragmentation</th>)"
       R"(<th class="num">reserved )" "\u2212" R"( allocated at peak</th><th class="num">allocs / frees</th>)"
       R"(<th class="num">device calls <span class="sub block">allocs / frees / maps / unmaps</span></th>)"
-      R"(<th class="num">released</th><th class="num">retries</th><th class="num">OOMs</th></tr></thead>)"
+      R"(<th class="num">released</th>{}<th class="num">retries</th><th class="num">OOMs</th></tr></thead>)"
       R"(<tbody>{}</tbody></table></div>)",
-      rows);
+      offload ? R"(<th class="num">offloaded / restored</th>)" : "", rows);
 }
 
 }  // namespace phasealloc::report_detail
