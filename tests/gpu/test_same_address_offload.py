@@ -146,6 +146,26 @@ def scenario_ipc_export_of_an_offloaded_tensor(torch, phasealloc):
     return out
 
 
+def scenario_storages_of_pytorchs_own_allocator(torch, phasealloc):
+    """A private pool's storage is PyTorch's native allocator's under the c10 bridge: naming it is an
+    error that names the address; offload:auto's variant leaves it and moves the rest."""
+    from phasealloc import _same_address
+
+    ours = torch.ones(8 * MIB, dtype=torch.uint8, device="cuda")
+    with torch.cuda.use_mem_pool(torch.cuda.MemPool()):
+        native = torch.ones(8 * MIB, dtype=torch.uint8, device="cuda")
+    try:
+        phasealloc.offload([ours, native])
+        raise AssertionError("a storage phasealloc does not hold was accepted")
+    except phasealloc.PhaseallocError as e:
+        assert "%#x" % native.data_ptr() in str(e) and "no allocated block starts there" in str(e), str(e)
+    assert phasealloc.stats()["offloaded_bytes.all.current"] == 0  # nothing moved
+    out = _same_address.offload_ours([ours, native])
+    assert out["blocks"] == 1 and out["page_bytes"] == 8 * MIB, out
+    assert bool((native == 1).all()) and bool((ours == 1).all())
+    return out
+
+
 def scenario_bad_requests_are_named(torch, phasealloc):
     x = torch.ones(1024, device="cuda")
     try:
@@ -198,6 +218,9 @@ if pytest is not None and __name__ != "__main__":
 
     def test_ipc_export_of_an_offloaded_tensor_keeps_its_bytes():
         run(__file__, "ipc_export_of_an_offloaded_tensor", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+    def test_storages_of_pytorchs_own_allocator_are_named_or_left():
+        run(__file__, "storages_of_pytorchs_own_allocator", sim_gpu=None, native=False, conf=CONF, bridge="c10")
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

@@ -90,7 +90,7 @@ def _move(cls, offload):
         return
     try:
         for device, group in _by_device(tensors).items():
-            done = (_same_address.offload if offload else _same_address.restore)(group, device=device)
+            done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
             for key in ("page_bytes", "copied_bytes", "kept_bytes"):
                 counts[key] += done[key]
     except _same_address.OffloadOutOfMemory:

@@ -65,6 +65,7 @@ def _declare(lib):
         "phasealloc_host_alloc": (c_void_p, [c_size_t, c_int]),
         "phasealloc_host_free": (c_int, [c_void_p, c_int, c_void_p]),
         "phasealloc_host_trim": (c_int, [c_int]),
+        "phasealloc_owner_device": (c_int, [c_void_p]),
         # out: a phasealloc_offload_result (_same_address._result), passed by address
         "phasealloc_offload": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
         "phasealloc_restore": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),

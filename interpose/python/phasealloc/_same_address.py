@@ -33,12 +33,13 @@ class _result(ctypes.Structure):
 FIELDS = [field for field, _ in _result._fields_]
 
 
-def _blocks(tensors):
-    """(device index, the start addresses of the tensors' storages), one address per storage."""
+def _blocks(tensors, ours_only):
+    """(device index, the start addresses of the tensors' storages), one address per storage;
+    ours_only: storages phasealloc does not hold (PyTorch's native allocator's) are left out."""
     if hasattr(tensors, "data_ptr") or not hasattr(tensors, "__iter__"):
         tensors = [tensors]
     device = None
-    addresses = []
+    addresses, seen = [], set()
     for t in tensors:
         if not getattr(t, "is_cuda", False):
             raise PhaseallocError("phasealloc.offload/restore: %r is not a CUDA tensor" % (type(t).__name__,))
@@ -48,15 +49,19 @@ def _blocks(tensors):
             raise PhaseallocError("phasealloc.offload/restore: tensors on cuda:%d and cuda:%d in one call"
                                   % (device, t.device.index))
         address = t.untyped_storage().data_ptr()  # the block's start: what the allocator handed out
-        if address and address not in addresses:
-            addresses.append(address)
+        if not address or address in seen:
+            continue
+        seen.add(address)
+        if ours_only and load().phasealloc_owner_device(address) < 0:
+            continue
+        addresses.append(address)
     return device, addresses
 
 
-def _call(name, tensors, device):
+def _call(name, tensors, device, ours_only=False):
     addresses = []
     if tensors is not None:
-        tensor_device, addresses = _blocks(tensors)
+        tensor_device, addresses = _blocks(tensors, ours_only)
         if not addresses:  # an empty list names nothing (None names every range, for restore)
             return dict.fromkeys(FIELDS, 0)
         device = tensor_device
@@ -73,6 +78,16 @@ def _call(name, tensors, device):
     if status != 0:
         raise PhaseallocError("%s (done before: %s)" % (last_error(), done))
     return done
+
+
+def offload_ours(tensors, device=None):
+    """offload() of the tensors whose storage phasealloc holds; the others are left as they are
+    (what offload:auto moves: a class may hold storages of PyTorch's own allocator, e.g. a graph's)."""
+    return _call("phasealloc_offload", tensors, device, ours_only=True)
+
+
+def restore_ours(tensors, device=None):
+    return _call("phasealloc_restore", tensors, device, ours_only=True)
 
 
 def offload(tensors, device=None):
