@@ -43,8 +43,6 @@ namespace phasealloc::detail {
 
 namespace {
 
-std::size_t round_up_to(std::size_t v, std::size_t unit) { return (v + unit - 1) / unit * unit; }
-
 bool overlaps(const block* b, device_address lo, device_address hi) { return b->addr < hi && lo < b->addr + b->bytes; }
 
 bool is_live(const block* b) {
@@ -146,7 +144,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     segment* seg = first->seg;
     const std::size_t page = page_bytes_of(*seg);
     const device_address run_end = last->addr + last->bytes;
-    const device_address lo = seg->addr + round_up_to(first->addr - seg->addr, page);
+    const device_address lo = seg->addr + round_up(first->addr - seg->addr, page);
     const device_address hi = seg->addr + (run_end - seg->addr) / page * page;
     const std::size_t run_bytes = run_end - first->addr;
     if (hi <= lo) {  // no whole page: everything stays
