@@ -2,21 +2,28 @@
 # phasealloc developer entry point: the README's two commands and CI run through here.
 #
 #   tools/dev.sh demo    install what is missing, build, replay the bundled RLHF trace (main job)
-#   tools/dev.sh test    install what is missing, build, run every test: unit, conformance,
-#                        scenario, python, bench smoke, the swap suite on each torch release the
-#                        frameworks pin, vLLM, the frameworks' smoke; then ASan+UBSan and TSan
-#                        runs of the engine tests and a short fuzz run of the parsers. Each stage
-#                        is timed; every stage runs even after one failed, and the run ends with
-#                        the table of stage times and what failed (also $build_dir/stage-times.txt)
+#   tools/dev.sh test    what CI runs (the per-submission tier): install what is missing, build, run
+#                        every test but those marked weekly (tests/harness/tiers.py): unit,
+#                        conformance, scenario, python, bench smoke, the swap suite on the oldest
+#                        torch release the frameworks pin (2.11.0; the main venv's 2.15 is the
+#                        newest), vLLM; then ASan+UBSan and TSan runs of the engine tests and a
+#                        short fuzz run of the parsers. Each stage is timed; every stage runs even
+#                        after one failed, and the run ends with the table of stage times and what
+#                        failed (also $build_dir/stage-times.txt)
 #   tools/dev.sh test --quick  the edit-compile-test loop: the build, the C++ suites (every ctest
 #                        test but the Python ones) and the swap suite on the main venv's torch
+#   tools/dev.sh weekly  the weekly tier: what `test` runs, the tests marked weekly
+#                        (PHASEALLOC_TIER=weekly), the swap suite on torch 2.11.0, 2.13.0 and
+#                        2.14.0, every checked-in wheel surface compared, verl's and OpenRLHF's
+#                        whole jobs, 60 s of libFuzzer per parser
 #   tools/dev.sh deps    only install the Debian packages
 #   tools/dev.sh venv    only make (or update) the Python venv with the torch wheel
 #   tools/dev.sh build   only configure and build (build/)
-#   tools/dev.sh matrix  the swap suite on each other torch release the frameworks pin, in the
-#                        frameworks' own venvs (verl's 2.11.0, OpenRLHF's 2.13.0, vLLM's 2.14.0):
-#                        the bridge built against each, the suite and the wheel-surface test on the release build's
-#                        simulated GPU; part of `test` unless SKIP_MATRIX=1
+#   tools/dev.sh matrix  the swap suite on each other torch release the frameworks pin: 2.11.0 and
+#                        2.13.0 in small venvs of their own (~/.cache/phasealloc/venv-swap-torchX.Y.Z,
+#                        from tests/requirements-swap.txt), 2.14.0 in vLLM's venv; the bridge built
+#                        against each, the suite and the wheel-surface test on the release build's
+#                        simulated GPU; `test` runs 2.11.0's unless SKIP_MATRIX=1
 #   tools/dev.sh vllm    vLLM 0.33 as a rollout engine on the simulated GPU: its venv
 #                        (PHASEALLOC_VLLM_VENV, default ~/.cache/phasealloc/venv-vllm0.33, from
 #                        tests/requirements-vllm.txt), the bridge built against its torch, and
@@ -26,23 +33,22 @@
 #   tools/dev.sh verl    verl 0.9.1 (vLLM 0.24, torch 2.11) PPO on 2 simulated GPUs under both
 #                        allocators: its venv (PHASEALLOC_VERL_VENV, default
 #                        ~/.cache/phasealloc/venv-verl0.9.1, from tests/requirements-verl.txt) and
-#                        tests/gpu/test_verl.py; weekly, not part of `test` (its smoke is)
+#                        tests/gpu/test_verl.py; part of `weekly`
 #   tools/dev.sh openrlhf  OpenRLHF 0.11.2 (vLLM 0.29, torch 2.13.0, DeepSpeed, Ray) on 2 simulated
 #                        GPUs: its venv (PHASEALLOC_OPENRLHF_VENV, default
 #                        ~/.cache/phasealloc/venv-openrlhf0.11.2, from tests/requirements-openrlhf.txt),
 #                        the bridge built against its torch, and tests/gpu/test_openrlhf.py (about 6
-#                        minutes; needs 5 to 8 GiB of free host memory); not part of `test` (its
-#                        smoke is)
-#   tools/dev.sh frameworks  both of the above, one after the other (weekly, not part of `test`)
+#                        minutes; needs 5 to 8 GiB of free host memory); part of `weekly`
+#   tools/dev.sh frameworks  both of the above, one after the other
 #   tools/dev.sh smoke   the frameworks' smoke: verl's and OpenRLHF's jobs under phasealloc until
-#                        every worker holds device memory, each with phasealloc loaded; part of
-#                        `test` unless SKIP_FRAMEWORKS=1
+#                        every worker holds device memory, each with phasealloc loaded (a few
+#                        minutes once their venvs exist; `weekly` runs the whole jobs)
 #
 # Environment: JOBS (parallel jobs, default: nproc), BUILD_DIR (default build),
-# FUZZ_SECONDS (per fuzzer in `test`, default 15), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
+# FUZZ_SECONDS (per fuzzer; default 15 in `test`, 60 in `weekly`), SKIP_SANITIZERS=1, SKIP_FUZZ=1,
 # PHASEALLOC_VENV (default ~/.cache/phasealloc/venv-torch2.15: kept between runs and checkouts),
 # SKIP_MATRIX=1, PHASEALLOC_VLLM_VENV, SKIP_VLLM=1, PHASEALLOC_VERL_VENV, PHASEALLOC_OPENRLHF_VENV,
-# SKIP_FRAMEWORKS=1.
+# PHASEALLOC_TIER=weekly (the weekly tier's tests in any pytest run).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -209,25 +215,51 @@ stage_summary() {
 }
 
 # The torch releases RLHF frameworks pin besides the main venv's: verl's vLLM extra 2.11.0, OpenRLHF
-# (vLLM 0.29) 2.13.0, vLLM 0.33 2.14.0. The swap suite runs in those frameworks' own venvs (one venv
-# per release, not a second one beside each framework's), with the bridge built against each
+# (vLLM 0.29) 2.13.0, vLLM 0.33 2.14.0. The swap suite runs on each, with the bridge built against it
 # ($build_dir/torch-X.Y.Z, inside the release build so that nothing looking for "the" build
 # (build*/interpose) finds it; interpose/c10/torch_features.cmake leaves out what that torch lacks),
 # on the release build's simulated GPU, whose stand-ins export every checked-in wheel surface.
-matrix_venvs() { echo "$verl_venv_dir" "$openrlhf_venv_dir" "$vllm_venv_dir"; }
+# 2.11.0 and 2.13.0 get a small venv of their own (the torch wheel and tests/requirements-swap.txt:
+# a minute to make, where a framework's venv takes many); 2.14.0 is vLLM's venv. `test` runs the
+# oldest release (2.11.0; the main venv's 2.15 is the newest, vLLM's stage builds against 2.14.0);
+# `weekly` runs all three.
+swap_requirements=tests/requirements-swap.txt
+swap_venv_dir() { echo "$HOME/.cache/phasealloc/venv-swap-torch$1"; }  # version
+
+# A small venv with torch VERSION without its CUDA wheels (--no-deps) and what the swap suite needs.
+swap_venv() {  # version
+  local venv stamp
+  venv=$(swap_venv_dir "$1")
+  stamp="$venv/.phasealloc-requirements"
+  if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] &&
+     cmp -s "$stamp" <(echo "torch==$1"; cat "$swap_requirements"); then
+    return
+  fi
+  log "swap venv: making $venv (torch $1 without its CUDA wheels)"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q --no-deps "torch==$1"
+  grep -v -E -e '^#' -e '^$' "$swap_requirements" | xargs "$venv/bin/python" -m pip install -q
+  no_cuda_wheels "swap venv $1" "$venv"
+  { echo "torch==$1"; cat "$swap_requirements"; } > "$stamp"
+}
+
+# The venvs of the matrix: per submission (test) the oldest release, weekly all three.
+ci_matrix_venvs() { swap_venv_dir 2.11.0; }
+weekly_matrix_venvs() { swap_venv_dir 2.11.0; swap_venv_dir 2.13.0; echo "$vllm_venv_dir"; }
 
 torch_version() {  # venv
   "$1/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))'
 }
 
-matrix() {
+matrix() {  # venvs...
   local venv version failed=() release logs
   release=$(realpath -m "$build_dir")
   logs=$(mktemp -d)
   # The swap suites, $jobs at a time: each is one Python process after another, a core's work, and
   # the suites share nothing (their files are named by pid), so they overlap; each one's output is
   # printed when it ends.
-  for venv in $(matrix_venvs); do
+  for venv in "$@"; do
     version=$(torch_version "$venv")
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
     log "matrix: torch $version ($venv): the swap suite (started)"
@@ -239,7 +271,7 @@ matrix() {
      echo $? > "$logs/$version.status") &
   done
   wait
-  for venv in $(matrix_venvs); do
+  for venv in "$@"; do
     version=$(torch_version "$venv")
     log "matrix: torch $version: the swap suite"
     cat "$logs/$version.log"
@@ -282,15 +314,24 @@ swap_suite() {
     "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py
 }
 
-# The frameworks' venvs (vLLM's, verl's, OpenRLHF's; each also the matrix's venv for its torch) and
-# the bridge built against each one's torch. Mostly downloads and unpacking: `test` runs it beside
-# the release tests.
-framework_envs() {
+# The venvs `test` uses besides the main one (the oldest release's swap venv, vLLM's) and the bridge
+# built against each one's torch. Mostly downloads and unpacking: `test` runs it beside the release
+# tests.
+ci_envs() {
+  swap_venv 2.11.0
   pinned_venv vllm "$vllm_venv_dir" "$vllm_requirements" "$vllm_no_deps"
-  pinned_venv verl "$verl_venv_dir" "$verl_requirements" "$verl_no_deps"
-  openrlhf_venv
   local venv
-  for venv in $(matrix_venvs); do venv_bridge "$(basename "$venv")" "$venv"; done
+  for venv in $(ci_matrix_venvs) "$vllm_venv_dir"; do venv_bridge "$(basename "$venv")" "$venv"; done
+}
+
+# The matrix's venvs (the three releases') and the bridge against each one's torch; the frameworks'
+# stages make their own (verl_env, openrlhf_env).
+matrix_envs() {
+  swap_venv 2.11.0
+  swap_venv 2.13.0
+  pinned_venv vllm "$vllm_venv_dir" "$vllm_requirements" "$vllm_no_deps"
+  local venv
+  for venv in $(weekly_matrix_venvs); do venv_bridge "$(basename "$venv")" "$venv"; done
 }
 
 sanitizers() {
@@ -327,20 +368,45 @@ test_all() {
   if [ ${#stage_failed[@]} -gt 0 ]; then stage_summary; return 1; fi
   stage "pip install . into the main venv" pip_install
   export PHASEALLOC_REQUIRE_PIP_INSTALL=1
-  local frameworks=1
-  [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}${SKIP_FRAMEWORKS:-0}" = 111 ] && frameworks=0
-  [ $frameworks = 0 ] || stage_begin "frameworks' venvs and bridges" framework_envs
+  local envs=1
+  [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}" = 11 ] && envs=0
+  [ $envs = 0 ] || stage_begin "venvs and bridges (torch 2.11.0, vLLM 0.33)" ci_envs
   stage "release tests (ctest)" release_tests
-  if [ $frameworks = 1 ]; then
-    stage_join "frameworks' venvs and bridges"
-    [ "${SKIP_MATRIX:-0}" = 1 ] || stage "matrix: swap suite on torch 2.11.0, 2.13.0, 2.14.0" matrix
-    [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}${SKIP_FRAMEWORKS:-0}" != 000 ] ||
-      stage "surfaces: every checked-in wheel surface against its wheel" surfaces_checked
+  if [ $envs = 1 ]; then
+    stage_join "venvs and bridges (torch 2.11.0, vLLM 0.33)"
+    [ "${SKIP_MATRIX:-0}" = 1 ] || stage "matrix: swap suite on torch 2.11.0" matrix $(ci_matrix_venvs)
     [ "${SKIP_VLLM:-0}" = 1 ] || stage "vLLM 0.33 (rollouts, TRL colocated, IPC)" vllm_test
-    [ "${SKIP_FRAMEWORKS:-0}" = 1 ] || stage "frameworks' smoke (verl, OpenRLHF)" frameworks_smoke
   fi
   [ "${SKIP_SANITIZERS:-0}" = 1 ] || stage "sanitizers (ASan+UBSan, TSan)" sanitizers
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then stage "fuzzing the parsers (${FUZZ_SECONDS:-15} s each)" fuzz; fi
+  stage_summary
+}
+
+# The weekly tier: what `test` runs, with the tests marked weekly (tests/harness/tiers.py), the swap
+# suite on every pinned torch release, every checked-in surface compared, and the frameworks' whole
+# jobs (verl, OpenRLHF); about two hours on 2 cores with the venvs made.
+test_weekly() {
+  export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -rs"
+  export PHASEALLOC_TIER=weekly FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+  require_every_test
+  export PHASEALLOC_SURFACES_CHECKED="$root/$build_dir/surfaces-checked.txt"
+  mkdir -p "$build_dir" && : > "$PHASEALLOC_SURFACES_CHECKED"
+  stage "Debian packages" deps
+  stage "main venv (torch 2.15)" venv
+  stage "release build ($build_dir)" build
+  if [ ${#stage_failed[@]} -gt 0 ]; then stage_summary; return 1; fi
+  stage "pip install . into the main venv" pip_install
+  export PHASEALLOC_REQUIRE_PIP_INSTALL=1
+  stage_begin "the matrix's venvs and bridges (torch 2.11.0, 2.13.0, vLLM's 2.14.0)" matrix_envs
+  stage "release tests (ctest, weekly tier)" release_tests
+  stage_join "the matrix's venvs and bridges (torch 2.11.0, 2.13.0, vLLM's 2.14.0)"
+  stage "matrix: swap suite on torch 2.11.0, 2.13.0, 2.14.0" matrix $(weekly_matrix_venvs)
+  stage "vLLM 0.33 (rollouts, TRL colocated, IPC)" vllm_test
+  stage "verl 0.9.1's PPO job (both allocators)" verl_test
+  stage "OpenRLHF 0.11.2's GRPO job (both allocators)" openrlhf_test
+  stage "surfaces: every checked-in wheel surface against its wheel" surfaces_checked
+  stage "sanitizers (ASan+UBSan, TSan)" sanitizers
+  stage "fuzzing the parsers (${FUZZ_SECONDS} s each)" fuzz
   stage_summary
 }
 
@@ -445,7 +511,7 @@ vllm_test() {
 # verl 0.9.1 with its `vllm` extra (torch 2.11.0, vLLM 0.24.0) in its own venv, the bridge built
 # against that torch, and its PPO job on 2 simulated GPUs under both allocators
 # (tests/gpu/test_verl.py): too long for CI's budget on a 2-core machine, so a weekly-shaped target of
-# its own; CI runs its smoke (frameworks_smoke).
+# its own, part of `weekly`.
 verl_venv_dir=${PHASEALLOC_VERL_VENV:-$HOME/.cache/phasealloc/venv-verl0.9.1}
 verl_requirements=tests/requirements-verl.txt
 verl_no_deps='^(verl|vllm|torch|torchvision|compressed-tensors|xgrammar|tensordict|torchdata|peft|accelerate|transferqueue)=='
@@ -508,8 +574,8 @@ openrlhf_test() {
     "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_openrlhf.py
 }
 
-# CI's smoke of verl's and OpenRLHF's jobs (the whole jobs, both allocators, are `tools/dev.sh verl`
-# and `tools/dev.sh openrlhf`: too long for CI on 2 cores): each job runs under phasealloc until its
+# The smoke of verl's and OpenRLHF's jobs (the whole jobs, both allocators, are `tools/dev.sh verl`
+# and `tools/dev.sh openrlhf`, in `weekly`): each job runs under phasealloc until its
 # workers hold device memory (verl: 2 FSDP workers and 2 vLLM workers; OpenRLHF: 2 actor and 2
 # reference DeepSpeed ranks, 2 vLLM engine cores), and every process that holds any has phasealloc
 # loaded. About 3 minutes with the venvs cached.
@@ -539,7 +605,8 @@ case "${1:-}" in
       --quick) test_quick ;;
       *) echo "tools/dev.sh test: unknown option '$2' (only --quick)" >&2; exit 2 ;;
     esac ;;
-  matrix) deps; venv; build; framework_envs; matrix ;;
+  weekly) test_weekly ;;
+  matrix) deps; venv; build; matrix_envs; matrix $(weekly_matrix_venvs) ;;
   vllm) deps; venv; build; vllm_test ;;
   verl) deps; venv; build; verl_test ;;
   openrlhf) deps; venv; build; openrlhf_test ;;

@@ -177,6 +177,8 @@ def test_a_ray_jobs_workers_are_named_by_rank_and_role(tmp_path, monkeypatch):
         assert all(res["ooms"] == 0 and res["peak_reserved_bytes"] >= 4 * MIB for res in r["results"]), r
 
 
+# A second Ray job (the roles' test above is the per-submission one): weekly (tests/harness/tiers.py).
+@pytest.mark.weekly
 def test_ray_actors_without_a_role_take_their_actor_name_and_their_pid_tells_them_apart(tmp_path, monkeypatch):
     """The same job with no PHASEALLOC_ROLE on either actor (as frameworks run): each trace takes the role
     Ray's process title gives (the actor class, GpuWorker), and the two workers, both rank 0 with one

@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 
+import tiers
 from torch_harness import MIB, bridges, child_env, child_main, free_port, gpu_skip_reason, launcher, on_simulator, run, scenarios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -224,9 +225,12 @@ if pytest is not None and __name__ != "__main__":
     def test_random_operations_keep_contents(device):
         # Only copies touch the bytes here (filled and compared on the CPU), and simcuda's copies are
         # real at every value level: at `off` no operation pays for computing values (half the time).
+        # 4,000 operations each submission, 10,000 in the weekly tier (tests/harness/tiers.py); the
+        # engine's own random runs (engine_scenario_test, engine_stress_test) go to millions.
         run(__file__, "random_ops", sim_gpu=None, native=False,
             conf="device:%s,policy:[phasealloc:release:all,release_threshold:2MiB]" % device,
-            env={"SIMCUDA_GPU": "quiet:1,values:off"})
+            env={"SIMCUDA_GPU": "quiet:1,values:off",
+                 "PHASEALLOC_RANDOM_OPS": os.environ.get("PHASEALLOC_RANDOM_OPS", "10000" if tiers.weekly() else "4000")})
 
     def test_touching_released_memory_faults():
         if not on_simulator():

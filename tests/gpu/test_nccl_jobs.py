@@ -65,9 +65,15 @@ if pytest is not None and __name__ != "__main__":
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
     JOBS = [("ddp", 2), ("ddp", 4), ("fsdp2", 2), ("fsdp2", 4), ("zero2", 2), ("zero3", 2)]
+    # Every job under phasealloc but DDP at 4 ranks (the same code path as at 2), and DDP at 2 under
+    # PyTorch's allocator, each submission; the rest in the weekly tier (tests/harness/tiers.py).
+    PER_SUBMISSION = {("ddp", 2, False), ("ddp", 2, True), ("fsdp2", 2, False), ("fsdp2", 4, False),
+                      ("zero2", 2, False), ("zero3", 2, False)}
+    JOB_RUNS = [pytest.param(mode, world, native, id="%s-%d-%s" % (mode, world, "native" if native else "phasealloc"),
+                             marks=[] if (mode, world, native) in PER_SUBMISSION else [pytest.mark.weekly])
+                for mode, world in JOBS for native in (False, True)]
 
-    @pytest.mark.parametrize("native", (False, True), ids=("phasealloc", "native"))
-    @pytest.mark.parametrize("mode,world", JOBS, ids=["%s-%d" % job for job in JOBS])
+    @pytest.mark.parametrize("mode,world,native", JOB_RUNS)
     def test_training_on_nccl(mode, world, native, tmp_path):
         if mode.startswith("zero") and importlib.util.find_spec("deepspeed") is None:
             pytest.skip("DeepSpeed is not installed (tests/requirements.txt has it)")

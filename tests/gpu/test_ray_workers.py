@@ -89,6 +89,10 @@ if pytest is not None and __name__ != "__main__":
         assert "release:all" in workers["rollout"]["config"], workers
         assert "release:adaptive" in workers["trainer"]["config"], workers
 
+    # The README's `ray start` + `ray job submit` recipe: a head of its own and the job's dashboard
+    # (about 100 s on 2 cores), in the weekly tier (tests/harness/tiers.py); ray.init's cluster above
+    # is the per-submission check of Ray's workers.
+    @pytest.mark.weekly
     def test_a_separately_started_cluster_gets_phasealloc_from_the_runtime_env(needs_ray, tmp_path):
         env = ray_env()
         port = free_port()
