@@ -113,9 +113,12 @@ venv() {
   cp "$venv_requirements" "$stamp"
 }
 
-# Every build treats warnings as errors (zero warnings is a rule, and CI enforces it); `demo` and
-# `test` configure the release build alike, so that one build serves both.
-werror=(-DPHASEALLOC_WARNINGS_AS_ERRORS=ON)
+# Zero warnings is a rule, and every build here enforces it: a compile that prints a warning
+# (FILE:LINE:COLUMN: warning:, what -Werror would stop) fails the build (configure_and_build reads the build's output; ccache replays a cached compile's
+# warnings). Not with -Werror in the flags: the release build then compiles exactly as `pip install .`
+# does (Release, the same flags), so the installs' compiles are ccache hits of the release build's.
+# `demo` and `test` configure the release build alike, so that one build serves both.
+build_type=Release
 
 # `test` registers every test or fails the configure step (CMakeLists.txt), and fails on a skip whose
 # reason is not real-GPU-only (tests/harness/skip_policy.py).
@@ -132,8 +135,14 @@ configure_and_build() {  # dir, extra cmake args..., -- targets...
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   targets=("$@")
-  cmake -S . -B "$dir" -G Ninja "${args[@]}" "${werror[@]}" >/dev/null
-  ninja -C "$dir" -j "$jobs" "${targets[@]}"
+  cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
+  local log_file="$dir/build-output.txt"
+  ninja -C "$dir" -j "$jobs" "${targets[@]}" 2>&1 | tee "$log_file"
+  if grep -q -E ':[0-9]+:[0-9]+: warning: ' "$log_file"; then
+    echo "$dir: the build printed warnings (zero warnings is the rule):" >&2
+    grep -E ':[0-9]+:[0-9]+: warning: ' "$log_file" | sort -u >&2
+    return 1
+  fi
 }
 
 build() {  # targets... (default: all)
@@ -147,7 +156,7 @@ build() {  # targets... (default: all)
     python_arg=("-DPHASEALLOC_TEST_PYTHON=$venv_dir/bin/python")
     [ -n "$torch_dir" ] && python_arg+=("-DPHASEALLOC_TORCH_DIR=$torch_dir")
   fi
-  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_REQUIRE_ALL_TESTS=$require_all" \
+  configure_and_build "$build_dir" -DCMAKE_BUILD_TYPE=$build_type "-DPHASEALLOC_REQUIRE_ALL_TESTS=$require_all" \
     "${python_arg[@]}" -- "$@"
 }
 
@@ -297,9 +306,10 @@ demo() {
 # runs the installed commands, and builds an isolated wheel too). Without build isolation here: the
 # venv has the build tools already, and the isolated path is the test's.
 pip_install() {
-  # In build/pip, where tests/packaging's isolated wheel builds again: the same compiles, so ccache
-  # answers that build's.
-  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps --config-settings=build-dir="$root/build/pip" "$root"
+  # In build-pip, beside the release build (ccache hashes paths relative to the build folder, so a
+  # folder as deep as build/ makes the same compiles: hits of the release build's), where
+  # tests/packaging's isolated wheel builds again.
+  "$venv_dir/bin/python" -m pip install -q --no-build-isolation --no-deps --config-settings=build-dir="$root/build-pip" "$root"
 }
 
 release_tests() {  # extra ctest arguments...
@@ -471,7 +481,7 @@ venv_bridge() {  # label, venv
   version=$(torch_version "$2")
   torch_dir=$("$2/bin/python" -c 'import importlib.util as u; print(u.find_spec("torch").submodule_search_locations[0])')
   log "$1: the bridge built against torch $version ($build_dir/torch-$version)"
-  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
+  configure_and_build "$build_dir/torch-$version" -DCMAKE_BUILD_TYPE=$build_type "-DPHASEALLOC_TORCH_DIR=$torch_dir" \
     -DPHASEALLOC_BUILD_BENCH=OFF -- phasealloc_torch phasealloc_torch_oom phasealloc_c10
 }
 

@@ -161,9 +161,9 @@ def test_an_isolated_pip_wheel_has_the_bridge_and_works_where_it_is_installed(tm
         pytest.skip("builds phasealloc once more (minutes): run by tools/dev.sh test")
     wheels = tmp_path / "wheels"
     # A fresh build folder (emptied first: nothing configured before is reused) at the path
-    # tools/dev.sh's `pip install .` builds in: with its ccache (sources hashed relative to the
-    # checkout) the same compiles are cache hits, and only the configure step and the links run again.
-    build_dir = os.path.join(torch_harness.REPO, "build", "pip")
+    # tools/dev.sh's `pip install .` builds in: with its ccache (paths hashed relative to the build
+    # folder) the same compiles are cache hits, and only the configure step and the links run again.
+    build_dir = os.path.join(torch_harness.REPO, "build-pip")
     shutil.rmtree(build_dir, ignore_errors=True)
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
                             "--config-settings=build-dir=" + build_dir, torch_harness.REPO],
