@@ -8,7 +8,7 @@ batches. What it writes can only come from real data movement and real arithmeti
   broadcast rank 0's; FSDP2 unshards one dim-0 chunk of each rank's init; ZeRO-3 gathers its
   partitions);
 - after training, the full parameters against a CPU reference of the same training in one process
-  (every rank's batch, the averaged gradient, AdamW), each step's loss against the reference's, and
+  (every rank's batch, the averaged gradient, DeepSpeed's gradient clipping for ZeRO, AdamW), each step's loss against the reference's, and
   a digest of the full parameters that the test compares across ranks;
 - which allocator the process ran, asked inside it (PyTorch's backend name, phasealloc's enabled
   state), at the start and at the end; the steps counted.
@@ -72,6 +72,10 @@ def exact_collectives(rank, world):
 
 STEPS = 3
 LR = 1e-3
+# DeepSpeed clips the gradients' total norm at its config's gradient_clipping, 1.0 unless the config
+# says otherwise (deepspeed/runtime/constants.py, GRADIENT_CLIPPING_DEFAULT); the ZeRO jobs write it
+# out and the CPU reference clips as they do. DDP and FSDP2 train without clipping.
+ZERO_CLIP_NORM = 1.0
 
 
 def init_seed(rank):
@@ -96,10 +100,11 @@ def initial_full_params(mode, world):
             for name in inits[0]}
 
 
-def cpu_reference(initial, world):
+def cpu_reference(initial, world, clip_norm=None):
     """The same training in one process on the CPU from the full parameters `initial`: per step,
     each rank's batch's loss divided by the world size (the data-parallel average of the gradients),
-    then AdamW. Returns the final parameters and each rank's per-step losses."""
+    the gradients' total norm clipped at clip_norm (None: not clipped), then AdamW. Returns the final
+    parameters and each rank's per-step losses."""
     model = tiny_llama(0)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -112,6 +117,8 @@ def cpu_reference(initial, world):
             loss = model(input_ids=batches[r][step], labels=batches[r][step]).loss
             (loss / world).backward()
             losses[r].append(loss.item())
+        if clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         optimizer.step()
         optimizer.zero_grad()
     return {name: p.detach().clone() for name, p in model.named_parameters()}, losses
@@ -174,6 +181,7 @@ def main(mode, out_dir):
 
         stage = {"zero2": 2, "zero3": 3}[mode]
         config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+                  "gradient_clipping": ZERO_CLIP_NORM,
                   "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True}
         model, _, _, _ = deepspeed.initialize(model=module, config=config,
                                               optimizer=torch.optim.AdamW(module.parameters(), lr=LR))
@@ -198,7 +206,7 @@ def main(mode, out_dir):
     result["steps"] = len(losses)
     result["losses"] = losses
 
-    reference, reference_losses = cpu_reference(initial, world)
+    reference, reference_losses = cpu_reference(initial, world, ZERO_CLIP_NORM if mode.startswith("zero") else None)
     result["reference_losses"] = reference_losses[rank]
     if mode == "ddp":
         result["trained"] = compare_full_params(dict(model.module.named_parameters()), reference, initial)
