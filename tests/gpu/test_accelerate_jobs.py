@@ -1,8 +1,10 @@
 """TRL's GRPOTrainer under `accelerate launch` on 2 GPUs, started as users start it: phasealloc-run,
 then accelerate's launcher, with phasealloc as the allocator and with PyTorch's own (--native).
-On the simulator both GPUs and NCCL are simulated (SIMCUDA_GPU=count:2), and the trainer runs on
-the simulated GPU's default value level: generation stops on values, rewards are real numbers
-(trl_grpo_rank.py)."""
+On the simulator both GPUs and NCCL are simulated (SIMCUDA_GPU=count:2) at the exact value level,
+and the job is compared, step by step, with the same job on the CPU (`accelerate launch --cpu`, DDP
+over gloo under torchrun: PyTorch's CPU kernels, the same seeds; the simulator draws samples as the
+CPU does): the
+losses, the gradient norms and the rewards, which move from step to step (trl_grpo_rank.py)."""
 
 import importlib.util
 import json
@@ -21,19 +23,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 2
 
 
-def run_grpo(native, out_dir):
+# Against the CPU reference: the device computes with the CPU's kernels at the exact level; the
+# margin is for the order of DDP's sums.
+RELATIVE_TOLERANCE = 1e-5
+
+
+def run_grpo(native, out_dir, cpu=False):
+    """The job's processes' records; cpu: the CPU reference (simcuda only supplies torch's CUDA
+    libraries there: nothing runs on the device)."""
     env = child_env("device:cuda_vmm")
     if on_simulator():
-        env["SIMCUDA_GPU"] = "count:%d,quiet:1" % WORLD
+        env["SIMCUDA_GPU"] = "count:%d,quiet:1,values:exact" % WORLD
     command = launcher()
     if on_simulator():
         command = [command[0], "--sim-gpu=16GiB"] + command[2:]
-    if native:
+    if native or cpu:
         command.append("--native")
-    command += ["--", sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
-                str(WORLD), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                "--main_process_port", str(31500 + (os.getpid() * 7 + (1 if native else 0)) % 2000),
-                os.path.join(HERE, "trl_grpo_rank.py"), str(out_dir)]
+    port = str(31500 + (os.getpid() * 7 + (1 if native else 0) + (2 if cpu else 0)) % 2000)
+    if cpu:  # accelerate's --cpu starts one process; under torchrun its state is multi-CPU (gloo)
+        command += ["--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
+                    "--master-port", port, os.path.join(HERE, "trl_grpo_rank.py"), str(out_dir), "--cpu"]
+    else:
+        command += ["--", sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+                    str(WORLD), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                    "--main_process_port", port, os.path.join(HERE, "trl_grpo_rank.py"), str(out_dir)]
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-8000:]
     return [json.loads((out_dir / ("rank%d.json" % r)).read_text()) for r in range(WORLD)]
@@ -70,3 +83,24 @@ if pytest is not None and __name__ != "__main__":
             for r in results:
                 assert r["log"][step]["reward"] == pytest.approx(sum(everyone) / len(everyone), abs=1e-5), (step, r)
         assert any(results[0]["local_rewards"][s] != results[1]["local_rewards"][s] for s in range(3)), results
+        if on_simulator():
+            reference_dir = tmp_path / "cpu"
+            reference_dir.mkdir()
+            reference = run_grpo(False, reference_dir, cpu=True)
+            check_against_the_cpu(results, reference)
+
+
+def close(a, b):
+    return a is not None and b is not None and abs(a - b) <= RELATIVE_TOLERANCE * max(1.0, abs(b))
+
+
+def check_against_the_cpu(results, reference):
+    """Each process's logged loss, gradient norm and reward, step by step, are the CPU job's, and
+    the reference moves (a constant would compare equal whatever the device computed)."""
+    assert len({h["loss"] for h in reference[0]["log"]}) == 3, reference[0]["log"]
+    for rank, (mine, cpu) in enumerate(zip(results, reference)):
+        assert cpu["ddp"] == "DistributedDataParallel", cpu
+        for step, (h, c) in enumerate(zip(mine["log"], cpu["log"])):
+            for key in ("loss", "grad_norm", "reward"):
+                assert close(h[key], c[key]), (rank, step, key, h[key], c[key])
+        assert mine["local_rewards"] == cpu["local_rewards"], (rank, mine["local_rewards"], cpu["local_rewards"])
