@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
-#include <regex>
+#include <string_view>
 
 namespace simcuda::drv {
 namespace {
@@ -67,11 +67,24 @@ bool looks_like_ptx(const char* text, std::size_t bytes) {
   return head.find(".version") != std::string::npos && head.find(".target") != std::string::npos;
 }
 
+bool ptx_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+bool ptx_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$'; }
+
+/// The names after each `.entry` directive (`.entry NAME(`), PTX's kernel declarations.
 void read_ptx(const char* text, std::size_t bytes, std::vector<std::string>* names) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*))");
-  const std::string ptx(text, bytes);
-  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), entry); it != std::sregex_iterator(); ++it)
-    names->push_back((*it)[1].str());
+  const std::string_view ptx(text, bytes);
+  constexpr std::string_view directive = ".entry";
+  for (std::size_t at = ptx.find(directive); at != std::string_view::npos; at = ptx.find(directive, at)) {
+    std::size_t name = at + directive.size();
+    at = name;
+    const std::size_t blanks = name;
+    while (name < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[name]))) ++name;
+    if (name == blanks || name == ptx.size() || !ptx_name_start(ptx[name])) continue;  // `.entry` needs a blank, then a name
+    std::size_t end = name;
+    while (end < ptx.size() && ptx_name_char(ptx[end])) ++end;
+    names->emplace_back(ptx.substr(name, end - name));
+    at = end;
+  }
 }
 
 /// fatBinaryHeader {u32 magic; u16 version; u16 header_size; u64 fat_size}, then entries
