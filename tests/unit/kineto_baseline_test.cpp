@@ -86,7 +86,7 @@ TEST(KinetoBaselineTest, BytesLiveBeforeTheFirstEventAreASeededBaseline) {
 
 TEST(KinetoBaselineTest, ASeededFreeIsNotCountedTwiceInTheBaseline) {
   // 1 GiB live before profiling, of which the 256 MiB freed at ts 2 is a seeded allocation.
-  const std::string json = "[" + memory_event(1, 0, 0x1000, 64 * mib_bytes, gib_bytes + 64 * mib_bytes, 2 * gib_bytes) +
+  const std::string json = std::string("[") + memory_event(1, 0, 0x1000, 64 * mib_bytes, gib_bytes + 64 * mib_bytes, 2 * gib_bytes) +
                            "," + memory_event(2, 0, 0x5000, -256 * static_cast<std::int64_t>(mib_bytes),
                                               gib_bytes - 192 * mib_bytes, 2 * gib_bytes) +
                            "]";
@@ -115,7 +115,7 @@ TEST(KinetoBaselineTest, ThePytorchModelStartsFromTheBaselineAndReportsTheRecord
 }
 
 TEST(KinetoBaselineTest, NegativeTotalsNameTheMemoryEvent) {
-  const std::string json = "[" + memory_event(1, 0, 0x1000, 512, 512, 2 * mib_bytes) + ",\n" +
+  const std::string json = std::string("[") + memory_event(1, 0, 0x1000, 512, 512, 2 * mib_bytes) + ",\n" +
                            "{\"ph\": \"i\", \"name\": \"[memory]\", \"ts\": 2, \"args\": {\"Device Type\": 1, "
                            "\"Device Id\": 0, \"Addr\": 4096, \"Bytes\": -512, \"Total Allocated\": -512}}]";
   const auto r = import_kineto(json, "negative.json");

@@ -80,7 +80,9 @@ std::string polyline(const frame& f, const std::vector<sample>& samples, bool re
 std::string area_path(const frame& f, const std::vector<sample>& samples) {
   if (samples.empty()) return {};
   const std::string base = format_coord(f.y(0));
-  std::string d = "M" + format_coord(f.x(samples.front().x)) + "," + base;
+  // Appended, not "M" + ...: GCC 12 at -O3 warns falsely on a literal + a temporary string (-Wrestrict).
+  std::string d = "M";
+  d += format_coord(f.x(samples.front().x)) + "," + base;
   for (const sample& s : samples) d += " L" + format_coord(f.x(s.x)) + "," + format_coord(f.y(s.allocated));
   d += " L" + format_coord(f.x(samples.back().x)) + "," + base + " Z";
   return d;
