@@ -71,6 +71,9 @@ log() { printf '\n== %s\n' "$*"; }
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/phasealloc/ccache} CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 \
   CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
 export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+# One compiler name for every build: ccache hashes it, and CMake alone finds `c++` in one build and
+# `g++` in pip's (the same compiler: their compiles would miss each other's cache).
+export CC=${CC:-gcc} CXX=${CXX:-g++}
 
 deps() {
   local missing=()
