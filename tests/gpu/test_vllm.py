@@ -105,8 +105,13 @@ if pytest is not None and __name__ != "__main__":
     def model_dir(tmp_path_factory):
         return tmp_path_factory.mktemp("tiny-llama")
 
-    @pytest.mark.parametrize("cuda_graphs", (False, True), ids=("eager", "cuda_graphs"))
-    @pytest.mark.parametrize("native", (True, False), ids=("native", "phasealloc"))
+    # Under phasealloc eager and with CUDA graphs, under PyTorch's allocator eager, each submission;
+    # PyTorch's allocator with CUDA graphs in the weekly tier (tests/harness/tiers.py).
+    @pytest.mark.parametrize("native,cuda_graphs", [
+        pytest.param(True, False, id="native-eager"),
+        pytest.param(True, True, id="native-cuda_graphs", marks=pytest.mark.weekly),
+        pytest.param(False, False, id="phasealloc-eager"),
+        pytest.param(False, True, id="phasealloc-cuda_graphs")])
     def test_vllm_rollout_sleep_wake(native, cuda_graphs, model_dir):
         if vllm_python() is None:
             pytest.skip("PHASEALLOC_VLLM_VENV names no vLLM venv (tools/dev.sh vllm makes one and runs this)")
