@@ -127,6 +127,8 @@ def test_gpus_out_of_range_is_refused_before_the_job_runs(tmp_path):
     assert not marker.exists()
 
 
+# Four ranks of FSDP2 (33 s): weekly (tests/harness/tiers.py); DDP's ranks above are the per-submission check.
+@pytest.mark.weekly
 def test_fsdp2_example_sharded_across_four_ranks_at_values_off(tmp_path):
     """The FSDP2 example (phasealloc.examples.fsdp2_llama, built on the meta device, each rank
     materialising its own shard) in its tiny shape on 4 GPUs at values:off, the level of dry runs
