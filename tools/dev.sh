@@ -365,9 +365,9 @@ fuzz() {
   PHASEALLOC_FUZZ_WERROR=ON tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-60}"
 }
 
-# What CI runs. The stages that need the build run after it; the frameworks' venvs and bridges are
-# made beside the release tests (downloads and unpacking beside test processes); the ones that need
-# those venvs follow. A failed stage does not stop the later ones: the run ends with the table of
+# What CI runs (the per-submission tier). The stages that need the build run after it; torch 2.11.0's
+# and vLLM's venvs and bridges are made beside the release tests (downloads and unpacking beside test
+# processes); the stages that need those venvs follow. A failed stage does not stop the later ones: the run ends with the table of
 # stage times and fails if any stage did.
 test_all() {
   # Every pytest run lists what it skipped and why (its short summary), so a skip shows in the log.
