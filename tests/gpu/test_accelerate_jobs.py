@@ -1,10 +1,10 @@
 """TRL's GRPOTrainer under `accelerate launch` on 2 GPUs, started as users start it: phasealloc-run,
 then accelerate's launcher, with phasealloc as the allocator and with PyTorch's own (--native).
 On the simulator both GPUs and NCCL are simulated (SIMCUDA_GPU=count:2) at the exact value level,
-and the job is compared, step by step, with the same job on the CPU (`accelerate launch --cpu`, DDP
-over gloo under torchrun: PyTorch's CPU kernels, the same seeds; the simulator draws samples as the
-CPU does): the
-losses, the gradient norms and the rewards, which move from step to step (trl_grpo_rank.py)."""
+and the job is compared, step by step, with the same job on the CPU (two processes under torchrun,
+accelerate's multi-CPU state, DDP over gloo: PyTorch's CPU kernels, the same seeds; the simulator
+draws samples as the CPU does): the losses, the gradient norms and the rewards, which move from step
+to step (trl_grpo_rank.py)."""
 
 import importlib.util
 import json
