@@ -365,11 +365,11 @@ fuzz() {
   PHASEALLOC_FUZZ_WERROR=ON tests/fuzz/run_fuzz.sh "${FUZZ_SECONDS:-60}"
 }
 
-# What CI runs (the per-submission tier). The stages that need the build run after it; torch 2.11.0's
-# and vLLM's venvs and bridges are made beside the release tests (downloads and unpacking beside test
-# processes); the stages that need those venvs follow. A failed stage does not stop the later ones: the run ends with the table of
-# stage times and fails if any stage did.
-test_all() {
+# The first stages of `test` and `weekly`: what every test needs (packages, the main venv, the
+# release build, phasealloc pip-installed into the venv). Ends the run after the table of stage
+# times when the build did not come out (nothing after it could run). Called as a plain command: in
+# a `||` list bash would switch off `set -e` inside every stage it runs.
+installed_and_built() {
   # Every pytest run lists what it skipped and why (its short summary), so a skip shows in the log.
   export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -rs"
   require_every_test
@@ -378,9 +378,17 @@ test_all() {
   stage "Debian packages" deps
   stage "main venv (torch 2.15)" venv
   stage "release build ($build_dir)" build
-  if [ ${#stage_failed[@]} -gt 0 ]; then stage_summary; return 1; fi
+  if [ ${#stage_failed[@]} -gt 0 ]; then stage_summary; exit 1; fi
   stage "pip install . into the main venv" pip_install
   export PHASEALLOC_REQUIRE_PIP_INSTALL=1
+}
+
+# What CI runs (the per-submission tier). The stages that need the build run after it; torch
+# 2.11.0's and vLLM's venvs and bridges are made beside the release tests (downloads and unpacking
+# beside test processes); the stages that need those venvs follow. A failed stage does not stop the
+# later ones: the run ends with the table of stage times and fails if any stage did.
+test_all() {
+  installed_and_built
   local envs=1
   [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}" = 11 ] && envs=0
   [ $envs = 0 ] || stage_begin "venvs and bridges (torch 2.11.0, vLLM 0.33)" ci_envs
@@ -403,17 +411,8 @@ test_all() {
 # suite on every pinned torch release, every checked-in surface compared, and the frameworks' whole
 # jobs (verl, OpenRLHF); about two hours on 2 cores with the venvs made.
 test_weekly() {
-  export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -rs"
   export PHASEALLOC_TIER=weekly FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-  require_every_test
-  export PHASEALLOC_SURFACES_CHECKED="$root/$build_dir/surfaces-checked.txt"
-  mkdir -p "$build_dir" && : > "$PHASEALLOC_SURFACES_CHECKED"
-  stage "Debian packages" deps
-  stage "main venv (torch 2.15)" venv
-  stage "release build ($build_dir)" build
-  if [ ${#stage_failed[@]} -gt 0 ]; then stage_summary; return 1; fi
-  stage "pip install . into the main venv" pip_install
-  export PHASEALLOC_REQUIRE_PIP_INSTALL=1
+  installed_and_built
   stage_begin "the matrix's venvs and bridges (torch 2.11.0, 2.13.0, vLLM's 2.14.0)" matrix_envs
   stage "release tests (ctest, weekly tier)" release_tests
   stage_join "the matrix's venvs and bridges (torch 2.11.0, 2.13.0, vLLM's 2.14.0)"
