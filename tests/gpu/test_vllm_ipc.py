@@ -4,14 +4,16 @@ in the vLLM venv (test_vllm.py says how it is found; `tools/dev.sh vllm` runs th
 
 It asserts that the engine, after loading the handles through vLLM 0.33's IPC weight-transfer
 backend, holds the trainer's weights bit for bit, every one of them changed from the checkpoint,
-and still generates. That generation follows the new weights is not asserted (vllm_ipc_sync.py,
-Limitation)."""
+and that its greedy tokens follow them: at values:exact each is the CPU's greedy choice for its
+prefix (vllm_rollout.greedy_deficits), with the checkpoint before the update and with the new
+weights after it (whose greedy tokens on the CPU differ)."""
 
 import os
 
 import torch_harness
 from test_vllm import VLLM_ENV, VLLM_TORCH, vllm_bridge, vllm_python
 from torch_harness import on_simulator
+from vllm_rollout import GREEDY_TOLERANCE
 
 try:
     import pytest
@@ -23,7 +25,7 @@ PARAMETERS = 15  # the 2-layer Llama of vllm_rollout.py in vLLM's layout (qkv an
 
 
 def run_sync(native):
-    env = dict(VLLM_ENV)
+    env = dict(VLLM_ENV, SIMCUDA_GPU="quiet:1,values:exact")
     if not native:
         env["PHASEALLOC_LIBRARY"] = vllm_bridge()
     return torch_harness.run(CHILD, "ipc_weight_sync", sim_gpu="4GiB", native=native,
@@ -48,3 +50,8 @@ if pytest is not None and __name__ != "__main__":
         assert r["differ"] == [], r  # the engine holds the trainer's weights, bit for bit
         assert r["unchanged"] == [], r  # and every one of them replaced the checkpoint's
         assert len(r["tokens_before"]) == len(r["tokens_after"]) == r["max_tokens"], r
+        reference = r["reference_tokens"]
+        assert reference["before"] != reference["after"], reference  # the update changes what is generated
+        for when in ("before", "after"):
+            assert max(r["deficits"][when]) <= GREEDY_TOLERANCE, (when, r["tokens_" + when], r["deficits"][when],
+                                                                  reference[when])

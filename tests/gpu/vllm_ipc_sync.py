@@ -15,11 +15,11 @@ rebuilds each tensor with `rebuild_cuda_tensor` (cudaIpcOpenMemHandle) and calls
 load_weights. The engine then reads its own parameters back to the host (copies are real on the
 simulator) for the trainer to compare bit for bit, and generates again.
 
-Limitation: that generation follows the new weights is not checked. On the simulator vLLM's
-FlashAttention, KV-cache update and the model runner's Triton kernels are launched but not
-computed, so greedy tokens do not reflect the weights; a try with new weights built to make one
-token certain (eager, vLLM's PyTorch forms of its norms, values:exact, the V1 model runner) gave
-the same tokens before and after the update.
+The engine's greedy tokens before and after the update are held to the CPU's greedy choices
+(vllm_rollout.greedy_deficits: Hugging Face's Llama in fp32 with the checkpoint's and with the new
+weights, computed here, in the trainer): on the
+simulator at values:exact every kernel of vLLM's step is computed (tools/simcuda's vllm_forms.py and
+triton_values.py), so the tokens after the update follow the weights that came over IPC.
 """
 
 import os
@@ -27,18 +27,25 @@ import sys
 import tempfile
 
 from torch_harness import child_main
-from vllm_rollout import make_model
+from vllm_rollout import cpu_model, greedy_deficits, greedy_reference, make_model
 
 MAX_TOKENS = 6
 PROMPT = [1, 5, 6, 7, 9]
 
 
 def new_weights(model):
-    """New values for every parameter (name -> CPU tensor), none equal to the checkpoint's."""
+    """New values for every parameter (name -> CPU tensor), none equal to the checkpoint's: another
+    random model of the same shape (norm weights about 1, the rest about N(0, 0.05)), whose greedy
+    tokens differ from the checkpoint's."""
     import torch
 
     g = torch.Generator().manual_seed(1)
-    return {name: (torch.randn(p.shape, generator=g) * 0.05 + 1.0).to(p.dtype) for name, p in model.named_parameters()}
+
+    def value(name, p):
+        noise = torch.randn(p.shape, generator=g)
+        return (1.0 + 0.1 * noise if name.endswith("norm.weight") else 0.05 * noise).to(p.dtype)
+
+    return {name: value(name, p) for name, p in model.named_parameters()}
 
 
 def engine_main(model_dir, inbox, outbox):
@@ -121,6 +128,12 @@ def scenario_ipc_weight_sync():
         engine.join(timeout=120)
 
         trainer = vllm_layout({n: p.detach().cpu() for n, p in model.named_parameters()})
+        references, deficits = {}, {}
+        for when, weights in (("before", None), ("after", new)):
+            reference = cpu_model(model_dir, weights)
+            references[when] = greedy_reference(reference, PROMPT, MAX_TOKENS)
+            deficits[when] = greedy_deficits(reference, PROMPT, report["tokens_after"] if weights else
+                                             started["tokens_before"])
         engine_weights = report["weights"]
         bits = lambda t: t.contiguous().view(torch.int16) if t.dtype == torch.bfloat16 else t  # noqa: E731
         differ = sorted(n for n in trainer
@@ -139,6 +152,8 @@ def scenario_ipc_weight_sync():
         "unchanged": unchanged,
         "tokens_before": started["tokens_before"],
         "tokens_after": report["tokens_after"],
+        "reference_tokens": references,
+        "deficits": deficits,
         "max_tokens": MAX_TOKENS,
     }
 

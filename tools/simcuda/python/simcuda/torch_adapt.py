@@ -2,7 +2,7 @@
 sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
 keep PyTorch's and transformers' own choices).
 
-Rationale: on the simulator kernels do not run, so what a real job relies on breaks in five places:
+Rationale: on the simulator kernels do not run, so what a real job relies on breaks in six places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
@@ -25,6 +25,9 @@ Rationale: on the simulator kernels do not run, so what a real job relies on bre
   logits / temperature plus Gumbel noise (CPU draws), or of the logits where the temperature is 0.
   The ids are valid and follow the logits; they are not the GPU's draws. Logits a CUDA graph or a
   compiled kernel produced are not computed either, so sampling from them is arbitrary but valid.
+- **Triton kernels at values:exact** (triton_values.py): Triton's interpreter runs each launch on
+  the CPU into device memory, so vLLM's model runner (which builds its inputs with Triton kernels)
+  computes what a GPU would.
 - **A clean exit.** Every graph backward() runs keeps Python objects (the thread-local state it
   started under: the caller's contextvars, the value mode), and the device thread that ran its
   CUDA nodes may drop the last reference just after backward() has returned on the main thread.
@@ -45,7 +48,7 @@ import os
 import sys
 import threading
 
-from . import introspect, values
+from . import introspect, triton_values, values
 
 _state = threading.local()
 
@@ -158,5 +161,7 @@ def install(when_imported):
     when_imported("torch", _adapt_torch)
     if introspect.value_level() != "off":  # what a Triton kernel samples, computed as the values are
         when_imported("vllm.v1.worker.gpu.sample.gumbel", _adapt_vllm_sampling)
+    if introspect.value_level() == "exact":  # every Triton kernel, by Triton's interpreter
+        when_imported("triton", lambda triton: triton_values.install())
     if introspect.value_level() == "off":  # real values stop generate() by themselves
         when_imported("transformers.generation.utils", _adapt_generation)

@@ -35,6 +35,12 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
 - Operations that return a Python value (`item`, `equal`, `is_nonzero`) answer from the CPU, and
   host outputs of CUDA operations get the CPU's result too (`.cpu()` of a strided view runs a
   gather kernel on the device before its copy).
+- An operation whose CUDA kernel is Python code (an extension's op registered with torch.library:
+  vLLM's attention and KV-cache update) runs that kernel with the mode on: the operations it calls
+  come back here and are computed. Extensions' compiled CUDA-only operations that a job's values
+  depend on have CPU forms (vllm_forms.py: vLLM's norms, activation, rotary embedding, KV-cache
+  write and FlashAttention), and Triton kernels are run by Triton's interpreter at exact
+  (triton_values.py).
 - Attention kernels that exist on CUDA only (flash and memory-efficient SDPA, forward and
   backward) are computed with PyTorch's math attention on the CPU (dropout 0 only): the output and
   the gradients are exact, the log-sum-exp side outputs are not (nothing but their backward, which
@@ -81,7 +87,8 @@ compiling (load ~3), so times vary by about a second between runs.
 
 Limitations:
 - kernels that bypass the dispatcher are not computed here and get no stand-in: Triton kernels
-  of torch.compile; NCCL's collectives are not computed here either, but simcuda's NCCL moves and
+  (at exact, triton_values.py computes those launched from Python; torch.compile's are not
+  computed at any level); NCCL's collectives are not computed here either, but simcuda's NCCL moves and
   reduces their bytes itself (at every level but off);
 - CUDA graphs: work captured into a graph is not computed, at capture (where a GPU does not run it
   either) or at its replays (which do not pass through the dispatcher); the copies and memsets of
@@ -99,7 +106,7 @@ import ctypes
 import hashlib
 import sys
 
-from . import introspect
+from . import introspect, vllm_forms
 
 _mode = None
 
@@ -162,6 +169,7 @@ def _make_mode(torch, level):
     uninitialized = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
                      aten.new_empty.default, aten.new_empty_strided.default}
     stand_ins = _cpu_forms(torch)
+    named_forms = vllm_forms.FORMS
     observable = level == "observable"
 
     capturing = torch._C._cuda_isCurrentStreamCapturing  # captured work runs at replay, not now
@@ -278,6 +286,34 @@ def _make_mode(torch, level):
             elif o.device.type == "cpu":  # a copy to the host (`.cpu()` of a strided view runs a kernel first)
                 o.copy_(r)
 
+    import torch.library as library
+    cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+
+    def python_kernel(func):
+        """Whether func's CUDA kernel was registered from Python (torch.library records those)."""
+        namespace, _, op = func._schema.name.partition("::")
+        return "%s/%s/CUDA" % (namespace, op) in getattr(library, "_impls", ())
+
+    def defined(out):
+        """A Tensor[] result as the mode can hand it back: an undefined tensor in it (FA3's unused
+        accumulators) comes to Python as None, which cannot go back; it becomes an empty tensor."""
+        if not isinstance(out, list) or all(o is not None for o in out):
+            return out
+        device = next((o.device for o in out if isinstance(o, torch.Tensor)), "cpu")
+        return [torch.empty(0, device=device) if o is None else o for o in out]
+
+    def bound(func, args, kwargs):
+        """The arguments by their schema names, defaults filled in (a form reads them by name)."""
+        named = {}
+        for i, argument in enumerate(func._schema.arguments):
+            if i < len(args):
+                named[argument.name] = args[i]
+            elif argument.name in kwargs:
+                named[argument.name] = kwargs[argument.name]
+            else:
+                named[argument.name] = argument.default_value if argument.has_default_value() else None
+        return named
+
     def bool_indices(args):
         indices = args[1] if len(args) > 1 else ()
         return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
@@ -301,6 +337,11 @@ def _make_mode(torch, level):
             if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)) or capturing() or \
                     func.namespace in _COMPUTED_BY_SIMCUDA or faking():
                 return func(*args, **kwargs)
+            if python_kernel(func):
+                # Its CUDA kernel is Python code (vLLM's attention and KV-cache ops): run it with this
+                # mode on, so the operations it calls come back here and are computed.
+                with self:
+                    return func.redispatch(cuda_keys, *args, **kwargs)
             if func in python_answer:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
             if dynamic in func.tags or func in counts_inside or (func in index_puts and bool_indices(args)):
@@ -312,6 +353,19 @@ def _make_mode(torch, level):
             if observable and name in _HEAVY:
                 stand_in(func, args, kwargs, out)
                 return out
+            form = named_forms.get(func._schema.name)
+            if form is not None:  # an extension's operation (vLLM's), computed by its CPU form
+                if observable and func._schema.name in vllm_forms.HEAVY:
+                    stand_in(func, args, kwargs, out)
+                    return defined(out)
+                try:
+                    outs = out if isinstance(out, (tuple, list)) else [out]
+                    form(bound(func, tree_map(to_cpu, args), cpu_kwargs(kwargs)),
+                         [alias(o) if is_cuda(o) else None for o in outs])
+                except Exception as exc:
+                    unsupported(func, exc)
+                    stand_in(func, args, kwargs, out)
+                return defined(out)
             try:
                 compute = stand_ins.get(func, func)
                 ref = compute(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
