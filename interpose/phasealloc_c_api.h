@@ -153,6 +153,13 @@ PHASEALLOC_API int phasealloc_offload(int device, void* const* ptrs, size_t coun
  * and a later call may succeed (last error names the range); -1 for any other error. */
 PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out);
 
+/* Called when an allocation runs out of device memory, with the device and the request, outside every
+ * engine lock: nonzero when it gave device memory back (offload:pressure offloads idle state), and the
+ * allocation is then tried once more. Runs on the allocating thread; never re-entered on one thread. */
+typedef int (*phasealloc_pressure_fn)(int device, size_t bytes);
+/* Installs the handler (NULL: none), replacing the previous one. */
+PHASEALLOC_API void phasealloc_set_pressure_handler(phasealloc_pressure_fn handler);
+
 /* --- traces ----------------------------------------------------------------------------------------- */
 
 /* Records every engine (and engines created later) until phasealloc_trace_stop, or until the

@@ -11,6 +11,8 @@
 //   Every function body runs in try/catch(...); phasealloc_malloc describes a failure inside the
 //   try (out of line, into a per-thread record, so the hot path holds no string) and throws only
 //   after leaving it.
+//   An allocation the engine answers with out of memory asks the pressure handler once
+//   (memory_pressure.hpp) and, when it gave memory back, the engine once more.
 //   record_stream gets no device: the engine whose observer holds the address answers it. Once the
 //   job set PyTorch's roundup_power2_divisions at run time, a request asks its engine for a block of
 //   at least PyTorch's rounded size (request_rounding.hpp).
@@ -26,6 +28,7 @@
 #include "fork_guard.hpp"
 #include "interpose_config.hpp"
 #include "last_error.hpp"
+#include "memory_pressure.hpp"
 #include "phasealloc_c_api.h"
 #include "request_rounding.hpp"
 
@@ -128,6 +131,10 @@ void* allocate(ssize_t size, int device, void* stream) noexcept {
     const auto bytes = static_cast<std::size_t>(size);
     auto addr = s->eng->allocate(bytes, stream_id_value, 0, min_block_bytes(bytes));
     if (addr) [[likely]] return reinterpret_cast<void*>(addr.value());
+    if (addr.error().code == errc::out_of_memory && relieve_pressure(device, bytes)) {
+      addr = s->eng->allocate(bytes, stream_id_value, 0, min_block_bytes(bytes));
+      if (addr) return reinterpret_cast<void*>(addr.value());
+    }
     note_engine_failure(addr.error(), size, device);
   } catch (const std::exception& e) {
     note_exception(size, device, e.what());
@@ -190,6 +197,8 @@ PHASEALLOC_API void* phasealloc_try_malloc(ssize_t size, int device, void* strea
   set_last_error(last_failure().text);
   return nullptr;
 }
+
+PHASEALLOC_API void phasealloc_set_pressure_handler(phasealloc_pressure_fn handler) { set_pressure_handler(handler); }
 
 PHASEALLOC_API const char* phasealloc_last_malloc_failure(int* out_of_memory) {
   const allocation_failure& f = last_failure();

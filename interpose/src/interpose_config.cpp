@@ -170,8 +170,8 @@ result<interpose_config, std::string> parse_interpose_config(std::string_view te
   if (auto v = reader.get_bytes("host_budget")) c.host_budget_bytes = *v;
   if (auto v = reader.get_bytes("offload_host_budget")) c.offload_host_budget_bytes = *v;
   if (auto v = reader.get_string("offload")) {
-    if (*v == "none" || *v == "auto") c.offload_mode = *v;
-    else reader.fail("offload", fmt::format("\"{}\" is not an offload mode (expected none or auto)", *v));
+    if (*v == "none" || *v == "auto" || *v == "pressure") c.offload_mode = *v;
+    else reader.fail("offload", fmt::format("\"{}\" is not an offload mode (expected none, pressure or auto)", *v));
   }
   if (auto error = reader.finish()) return *error;
 

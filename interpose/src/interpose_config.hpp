@@ -52,8 +52,8 @@ struct interpose_config {
   std::size_t host_budget_bytes = 2 * gib;
   /// Most bytes each GPU ordinal's same-address offload holds on the host (0: no limit but the host's).
   std::size_t offload_host_budget_bytes = 0;
-  /// Automatic same-address offload of idle state at phase transitions (python/phasealloc/_auto_offload.py):
-  /// "none" or "auto".
+  /// Automatic same-address offload of idle state (python/phasealloc/_auto_offload.py): "none",
+  /// "pressure" (only when an allocation runs out of memory) or "auto" (at every phase transition).
   std::string offload_mode = "none";
   std::string role;                   ///< This process's role ("" = none): its `roles` section applied.
   std::string source;                 ///< Where the text came from, for messages.

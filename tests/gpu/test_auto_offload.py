@@ -2,8 +2,12 @@
 trained with AdamW, a frozen reference model, generate() for rollouts. Under the c10 bridge and
 device:cuda_vmm, at simcuda's values:exact: the losses and parameters are the CPU's (the same loop
 run on the CPU in the same process), with offload on as with it off, while the optimizer's state and
-the reference model leave the GPU in the phases that do not use them.
+the reference model leave the GPU in the phases that do not use them. offload:pressure moves nothing
+with memory to spare, and runs the same loop on a simulated GPU too small for it without offload
+(PyTorch's allocator, with and without expandable segments, runs out of memory there).
 """
+
+import functools
 
 from torch_harness import child_main, gpu_skip_reason, run, scenarios
 
@@ -69,7 +73,23 @@ def scenario_ppo_loop(torch, phasealloc):
     s = phasealloc.stats()
     peaks = {p["name"]: p["peak_reserved_bytes"] for p in s["phases"] if p["intervals"]}
     return {"losses": losses, "peaks": peaks, "resident": resident, "idle_bytes": idle, "offloads": s["num_offloads"], "restores": s["num_restores"],
-            "offloaded_peak": s["offloaded_bytes.all.peak"], "schedule": schedule}
+            "offloaded_peak": s["offloaded_bytes.all.peak"], "schedule": schedule,
+            "peak_reserved": s["reserved_bytes.all.peak"], "capacity": torch.cuda.mem_get_info()[1]}
+
+
+def scenario_ppo_loop_native(torch, phasealloc):
+    """The same loop under PyTorch's allocator (PYTORCH_CUDA_ALLOC_CONF as the test sets it): its
+    losses, or the out-of-memory error it stopped on."""
+    import contextlib
+
+    import transformers
+
+    assert torch.cuda.get_allocator_backend() == "native" and not phasealloc.is_enabled(), "not PyTorch's allocator"
+    try:
+        losses = _ppo_loop(torch, transformers, "cuda", lambda name: contextlib.nullcontext())[0]
+    except torch.OutOfMemoryError as exc:
+        return {"oom": True, "message": str(exc).splitlines()[0], "capacity": torch.cuda.mem_get_info()[1]}
+    return {"oom": False, "losses": losses, "peak_reserved": torch.cuda.max_memory_reserved()}
 
 
 SCENARIOS = scenarios(globals())
@@ -83,9 +103,53 @@ if pytest is not None and __name__ != "__main__":
     _REASON = gpu_skip_reason()
     pytestmark = [pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
-    def _run(mode, detect):
-        return run(__file__, "ppo_loop", sim_gpu="16GiB", native=False, conf="device:cuda_vmm,offload:%s" % mode,
-                   bridge="c10", env={"SIMCUDA_GPU": "quiet:1,values:exact", "PHASEALLOC_DETECT": "1" if detect else "0"})
+    EXACT = {"SIMCUDA_GPU": "quiet:1,values:exact"}
+
+    @functools.lru_cache(maxsize=None)  # a run the tests share (offload:none on 16 GiB) runs once
+    def _run(mode, detect, sim_gpu="16GiB", expect_ok=True):
+        return run(__file__, "ppo_loop", sim_gpu=sim_gpu, native=False, conf="device:cuda_vmm,offload:%s" % mode,
+                   bridge="c10", env=dict(EXACT, PHASEALLOC_DETECT="1" if detect else "0"), expect_ok=expect_ok)
+
+    def _run_native(sim_gpu, alloc_conf=None):
+        env = dict(EXACT, PYTORCH_CUDA_ALLOC_CONF=alloc_conf) if alloc_conf else EXACT
+        return run(__file__, "ppo_loop_native", sim_gpu=sim_gpu, native=True, env=env)
+
+    @pytest.fixture(scope="module")
+    def ample():
+        """The loop without offload and with offload:pressure on a 16 GiB simulated GPU."""
+        return {"none": _run("none", True), "pressure": _run("pressure", True)}
+
+    def test_offload_pressure_moves_nothing_with_memory_to_spare(ample):
+        none, pressure = ample["none"], ample["pressure"]
+        assert pressure["losses"] == none["losses"], (pressure["losses"], none["losses"])  # both the CPU's
+        counts = pressure["schedule"]["counts"]
+        assert pressure["schedule"]["mode"] == "pressure" and counts["pressure_calls"] == 0, pressure["schedule"]
+        assert pressure["offloads"] == 0 and pressure["offloaded_peak"] == 0, pressure
+        # It learned the same classes as offload:auto, ready for when memory runs out.
+        assert sorted(n.split(":")[0] for n in pressure["schedule"]["classes"]) == ["frozen", "optimizer", "trained"], \
+            pressure
+
+    def test_offload_pressure_runs_a_job_that_runs_out_of_memory_without_it(ample):
+        """A simulated GPU smaller than the loop's peak by half its idle state (AdamW's moments and the
+        reference model): PyTorch's allocator, with and without expandable segments, and phasealloc
+        without offload run out of memory; with offload:pressure the loop runs, idle state leaves when
+        an allocation would fail, and the losses and parameters are still the CPU's."""
+        none = ample["none"]
+        capacity_mib = (none["peak_reserved"] - none["idle_bytes"] // 2) >> 21 << 1  # whole 2 MiB pages
+        small = "%dMiB" % capacity_mib
+        for alloc_conf in (None, "expandable_segments:True"):
+            native = _run_native(small, alloc_conf)
+            assert native["oom"], ("PyTorch's allocator (%s) fits in %s: the premise fails" % (alloc_conf, small), native)
+        without = _run("none", True, small, expect_ok=False)
+        assert without.returncode != 0 and "CUDA out of memory" in without.stderr, without.stderr[-3000:]
+        pressure = _run("pressure", True, small)
+        assert pressure["capacity"] == capacity_mib << 20, pressure
+        assert pressure["peak_reserved"] <= pressure["capacity"] < none["peak_reserved"], pressure
+        counts = pressure["schedule"]["counts"]
+        assert counts["pressure_relieved"] > 0 and pressure["offloads"] > 0, pressure["schedule"]
+        assert len(pressure["losses"]) == STEPS, pressure  # and the scenario compared them with the CPU's
+        print("%s simulated GPU: without offload the loop needs %d bytes; offload:pressure %s" % (
+            small, none["peak_reserved"], counts))
 
     @pytest.mark.parametrize("detect", (True, False), ids=("detected_phases", "explicit_phases"))
     def test_offload_auto_moves_idle_state_and_changes_no_value(detect):
@@ -95,9 +159,13 @@ if pytest is not None and __name__ != "__main__":
         schedule = auto["schedule"]
         assert schedule["disabled"] is None, schedule
         kinds = sorted(name.split(":")[0] for name in schedule["classes"])
-        assert kinds == ["frozen", "optimizer"], schedule  # the reference model and AdamW's state
+        assert kinds == ["frozen", "optimizer", "trained"], schedule  # the reference, AdamW's state, the policy
         optimizer_class = [n for n in schedule["classes"] if n.startswith("optimizer")][0]
         assert [p for p, keys in schedule["touched"].items() if optimizer_class in keys] == ["optimizer"], schedule
+        # The policy's weights and gradients: used to generate, train and step, idle while the reference scores.
+        trained_class = [n for n in schedule["classes"] if n.startswith("trained")][0]
+        assert sorted(p for p, keys in schedule["touched"].items() if trained_class in keys) == [
+            "generation", "optimizer", "training"], schedule
         assert auto["offloads"] > 0 and auto["restores"] > 0 and auto["offloaded_peak"] > 0, auto
         # Once learned (after the first step), generation holds neither the optimizer's state nor the
         # reference model: most of their bytes are the host's (all but pages shared with blocks that

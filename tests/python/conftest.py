@@ -41,6 +41,7 @@ DEVICES = {
     "host_other": 11,
     "host_trim": 12,
     "host_package": 13,
+    "pressure": 14,
 }
 
 os.environ["PHASEALLOC_CONF"] = MAIN_CONF

@@ -167,6 +167,43 @@ def test_try_malloc_out_of_memory_returns_null_and_the_per_phase_report(lib):
     assert stats_of(lib, device)["phasealloc"]["limit_bytes"] == 0
 
 
+def test_the_pressure_handler_is_asked_once_on_out_of_memory_and_the_allocation_retried(lib):
+    """phasealloc_set_pressure_handler: an allocation that runs out of memory calls the handler with
+    its device and size; when the handler gives memory back (here: frees a block), the allocation is
+    tried once more and succeeds. A handler that frees nothing leaves the failure as it was; an
+    allocation inside the handler never re-enters it; with no handler nothing is called."""
+    from phasealloc._library import PRESSURE_HANDLER
+
+    device = DEVICES["pressure"]
+    lib.phasealloc_memory_fraction(0.001, device)  # a ~65 MiB limit
+    held = [lib.phasealloc_try_malloc(40 * MIB, device, None)]
+    assert held[0]
+    calls, nested = [], []
+
+    def give_back(dev, nbytes):
+        calls.append((dev, nbytes))
+        nested.append(lib.phasealloc_try_malloc(1 << 30, dev, None))  # fails, without calling us again
+        if not held:
+            return 0
+        lib.phasealloc_free(held.pop(), 40 * MIB, dev, None)
+        return 1
+
+    handler = PRESSURE_HANDLER(give_back)
+    lib.phasealloc_set_pressure_handler(handler)
+    try:
+        second = lib.phasealloc_try_malloc(40 * MIB, device, None)  # does not fit beside the first
+        assert second and calls == [(device, 40 * MIB)] and nested == [None], (calls, nested)
+        assert lib.phasealloc_try_malloc(40 * MIB, device, None) is None  # nothing left to give back
+        assert calls[-1] == (device, 40 * MIB) and len(calls) == 2, calls
+        assert "CUDA out of memory." in last_error(lib)
+        lib.phasealloc_set_pressure_handler(PRESSURE_HANDLER())  # NULL: none
+        assert lib.phasealloc_try_malloc(40 * MIB, device, None) is None and len(calls) == 2, calls
+    finally:
+        lib.phasealloc_set_pressure_handler(PRESSURE_HANDLER())  # NULL: none
+        lib.phasealloc_memory_fraction(1.0, device)
+    lib.phasealloc_free(second, 40 * MIB, device, None)
+
+
 def test_request_divisions_shape_blocks_and_keep_the_requested_size():
     """PyTorch's roundup_power2_divisions set at run time (the c10 bridge passes the table): blocks
     are PyTorch's rounded size, requested bytes the request's; zeros give the policy's sizing back.

@@ -36,7 +36,7 @@ def test_unknown_key_is_named_and_the_valid_keys_listed(lib):
     ("device:model,model_capacity:lots", ["'model_capacity'", "byte size"]),
     ("device:model,host_budget:lots", ["'host_budget'", "byte size", "\"lots\""]),
     ("device:model,host_budget:-1GiB", ["'host_budget'", "byte size"]),
-    ("device:model,offload:pressure", ["'offload'", "not an offload mode", "none or auto"]),
+    ("device:model,offload:sometimes", ["'offload'", "not an offload mode", "none, pressure or auto"]),
     ("device:model,policy:nope", ["'policy'", "unknown policy 'nope'", "basic"]),
     ("device:model,policy:[basic:small_limit:1MiB,colour:red]", ["'policy'", "unknown key 'colour'"]),
     ("device:model,device:model", ["given twice"]),

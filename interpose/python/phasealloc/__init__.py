@@ -136,15 +136,16 @@ def enable(conf=None, detect_phases=True, library=None):
         from . import _phase_detect
 
         _phase_detect.install()
-    if ",offload:auto" in "," + effective:  # learns from detected phases and from phasealloc.phase blocks
+    offload_mode = next((mode for mode in ("auto", "pressure") if ",offload:%s" % mode in "," + effective), None)
+    if offload_mode is not None:  # learns from detected phases and from phasealloc.phase blocks
         from . import _auto_offload
 
         try:
-            _auto_offload.install(torch)
+            _auto_offload.install(torch, offload_mode)
         except Exception as exc:  # noqa: BLE001 (the allocator is swapped in already: keep it, say so)
             _auto_offload.uninstall()
-            warnings.warn("phasealloc: offload:auto could not start (%s: %s); nothing is offloaded "
-                          "automatically" % (type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
+            warnings.warn("phasealloc: offload:%s could not start (%s: %s); nothing is offloaded "
+                          "automatically" % (offload_mode, type(exc).__name__, exc), RuntimeWarning, stacklevel=2)
     atexit.register(_flush_traces)
     return True
 

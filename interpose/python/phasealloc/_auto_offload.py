@@ -1,5 +1,8 @@
-"""Automatic same-address offload (PHASEALLOC_CONF offload:auto): idle state leaves the GPU when a
-phase that does not use it begins, and is back when a phase that does begins.
+"""Automatic same-address offload of idle state (PHASEALLOC_CONF offload:auto or offload:pressure):
+with `auto`, idle state leaves the GPU when a phase that does not use it begins, and is back when a
+phase that does begins; with `pressure`, it leaves only when an allocation would otherwise run out
+of device memory, so a job with memory to spare moves nothing and one without takes a slower step
+instead of failing.
 
 Rationale: in RLHF much of what is live is idle in any one phase: Adam's state outside step(), a
 frozen reference or reward model outside its forwards. phasealloc already detects the phases; the
@@ -8,7 +11,9 @@ link, never a crash or a wrong value.
 
 Approach:
   - Classes of idle state, found through the hooks phase detection already has: the state of each
-    torch.optim optimizer (touched in its step()), and each frozen model (a module called as the
+    torch.optim optimizer (touched in its step()); what each optimizer trains, its parameters and
+    their gradients (touched in its step() and in the forwards of a model holding them: idle, for
+    one, while a colocated engine generates or a reference model scores); and each frozen model (a module called as the
     outermost module of a forward whose parameters all have requires_grad False, or that runs
     without grad: its parameters and buffers), unless an optimizer trains any of its parameters
     (checked at each decision: the policy model also runs without grad, inside generate()). A
@@ -19,11 +24,20 @@ Approach:
     never seen before changes nothing: the first step only learns.
   - On demand: the optimizer step pre-hook and the frozen model's forward pre-hook restore their
     class if it is away (a wrong prediction, or a phase the schedule had not seen use it).
+  - offload:pressure learns the same schedule but offloads nothing at transitions. The library calls
+    back (phasealloc_set_pressure_handler) when an allocation runs out of device memory: classes the
+    current phase has not touched leave, largest first, until the request's bytes are given back,
+    and the allocation is tried again. At a transition, an offloaded class the new phase used before
+    comes back (prefetch); a restore that finds the device full first sends the other idle classes
+    away, and if it still does not fit, the class stays on the host (correct, slower).
   - Nothing breaks when a guess is wrong: an offloaded tensor still reads and writes right, slowly.
 Limitations:
-  - The trainer's own weights and gradients, and user tags, are not classes yet.
+  - User tags are not classes yet. A read of a trained parameter outside a forward or a step (a
+    weight sync into an inference engine, a checkpoint) is not a touch: it reads over the link.
   - The copies run synchronously at the transition (the mechanism's calls return when they are
     done): the step pays for them instead of overlapping them with compute.
+  - Under pressure, what leaves is chosen from classes this phase has not touched so far: in the
+    first interval of a phase, one it will touch later may leave and come back on demand.
 """
 
 import importlib
@@ -41,9 +55,12 @@ _depth = threading.local()
 _handles = []
 _optimizers = weakref.WeakSet()  # every optimizer that stepped: their parameters are trained
 _trained_ids = set()             # ids of those parameters, as of the last step
+_trained_by = {}                 # parameter id -> the optimizer that trains it, as of the last step
 _disabled_reason = None
+_mode = "auto"                   # "auto" or "pressure"
+_pressure_handler = None         # the ctypes callback the library holds (kept alive here)
 counts = {"offloads": 0, "restores": 0, "on_demand": 0, "restore_ooms": 0, "page_bytes": 0, "copied_bytes": 0,
-          "kept_bytes": 0}
+          "kept_bytes": 0, "pressure_calls": 0, "pressure_relieved": 0}
 
 
 class _idle_class:
@@ -58,6 +75,9 @@ class _idle_class:
         owner = self.owner()
         return [] if owner is None else [t for t in self.tensors(owner) if getattr(t, "is_cuda", False)]
 
+    def device_bytes(self, device):
+        return sum(t.untyped_storage().nbytes() for t in self.live_tensors() if t.device.index == device)
+
 
 def _optimizer_tensors(optimizer):
     out = []
@@ -65,6 +85,22 @@ def _optimizer_tensors(optimizer):
         for value in state.values():
             if hasattr(value, "is_cuda"):
                 out.append(value)
+    return out
+
+
+def _trained_tensors(optimizer):
+    """What an optimizer trains: its parameters and their gradients (plain tensors only: a sharded
+    DTensor's storage is its framework's to move)."""
+    import torch
+
+    plain = (torch.Tensor, torch.nn.Parameter)
+    out = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if type(p) in plain:
+                out.append(p)
+            if type(p.grad) in plain:
+                out.append(p.grad)
     return out
 
 
@@ -88,20 +124,64 @@ def _move(cls, offload):
     if not tensors:
         cls.away = False
         return
+    moved = 0
     try:
         for device, group in _by_device(tensors).items():
-            done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
+            try:
+                done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
+            except _same_address.OffloadOutOfMemory:
+                if offload or _mode != "pressure" or not _make_room(device, cls):
+                    raise
+                done = _same_address.restore_ours(group, device=device)  # once more, with the room made
             for key in ("page_bytes", "copied_bytes", "kept_bytes"):
                 counts[key] += done[key]
+            moved += done["page_bytes"]
     except _same_address.OffloadOutOfMemory:
         counts["restore_ooms"] += 1  # stays on the host, correct; the next transition tries again
-        return
+        return moved
     except Exception as exc:  # noqa: BLE001 (a device without host backing, a budget: stop, say so once)
         _disabled_reason = str(exc)
-        warnings.warn("phasealloc: offload:auto stops: %s" % exc, RuntimeWarning, stacklevel=3)
-        return
+        warnings.warn("phasealloc: offload:%s stops: %s" % (_mode, exc), RuntimeWarning, stacklevel=3)
+        return moved
     cls.away = offload
     counts["offloads" if offload else "restores"] += 1
+    return moved
+
+
+def _idle_now(device, keep=None):
+    """Classes on `device` that the current phase has not touched (so far), resident, largest first."""
+    used = _touched.get(_phase, set())
+    idle = [c for key, c in _classes.items()
+            if key not in used and c is not keep and not c.away and c.owner() is not None
+            and not _is_trained(c.kind, c.owner())]
+    sized = [(c.device_bytes(device), c) for c in idle]
+    return [c for size, c in sorted(sized, key=lambda pair: -pair[0]) if size > 0]
+
+
+def _make_room(device, keep):
+    """Offloads every class the current phase has not touched (but `keep`); whether any page left."""
+    return sum(_move(c, offload=True) or 0 for c in _idle_now(device, keep)) > 0
+
+
+def _on_pressure(device, nbytes):
+    """The library's pressure handler: an allocation of `nbytes` on `device` ran out of memory.
+    Offloads idle classes, largest first, until that many bytes of pages are given back; 1 when
+    any were (the allocation is then tried again), else 0. Never raises (a C callback)."""
+    try:
+        with _lock:
+            counts["pressure_calls"] += 1
+            if _disabled_reason is not None:
+                return 0
+            freed = 0
+            for cls in _idle_now(device):
+                freed += _move(cls, offload=True) or 0
+                if freed >= nbytes:
+                    break
+            if freed:
+                counts["pressure_relieved"] += 1
+            return 1 if freed else 0
+    except Exception:  # noqa: BLE001 (inside an allocation: the allocation fails as it would have)
+        return 0
 
 
 def _touch(key, kind, owner, tensors):
@@ -140,13 +220,19 @@ def _on_phase(name):
                 continue
             if key in used and cls.away:
                 _move(cls, offload=False)
-            elif key not in used and not cls.away:
+            elif key not in used and not cls.away and _mode == "auto":
                 _move(cls, offload=True)
+
+
+def _touch_trained(optimizer):
+    _touch(("trained", id(optimizer)), "trained", optimizer, _trained_tensors)
 
 
 def _step_pre_hook(optimizer, args, kwargs):
     if optimizer.state:
         _touch(("optimizer", id(optimizer)), "optimizer", optimizer, _optimizer_tensors)
+    if optimizer in _optimizers:
+        _touch_trained(optimizer)
 
 
 def _step_post_hook(optimizer, args, kwargs):
@@ -154,6 +240,7 @@ def _step_post_hook(optimizer, args, kwargs):
     _touch(("optimizer", id(optimizer)), "optimizer", optimizer, _optimizer_tensors)
     _optimizers.add(optimizer)
     _refresh_trained()  # once per step: param groups may have been added since
+    _touch_trained(optimizer)
 
 
 def _frozen(module):
@@ -166,8 +253,9 @@ def _frozen(module):
 
 def _refresh_trained():
     """Notes the parameters every optimizer that stepped trains."""
-    global _trained_ids
-    _trained_ids = {id(p) for opt in list(_optimizers) for group in opt.param_groups for p in group["params"]}
+    global _trained_ids, _trained_by
+    _trained_by = {id(p): opt for opt in list(_optimizers) for group in opt.param_groups for p in group["params"]}
+    _trained_ids = set(_trained_by)
 
 
 def _is_trained(kind, owner):
@@ -177,18 +265,32 @@ def _is_trained(kind, owner):
 def _forward_pre_hook(module, args):
     depth = getattr(_depth, "value", 0)
     _depth.value = depth + 1
-    if depth == 0 and _frozen(module):
-        _touch(("frozen", id(module)), "frozen", module, _module_tensors)
+    if depth == 0:
+        if _frozen(module):
+            _touch(("frozen", id(module)), "frozen", module, _module_tensors)
+        if _trained_by:  # a trained model's forward touches what its optimizers train
+            for optimizer in {_trained_by.get(id(p)) for p in module.parameters()} - {None}:
+                _touch_trained(optimizer)
 
 
 def _forward_hook(module, args, output):
     _depth.value = max(0, getattr(_depth, "value", 0) - 1)
 
 
-def install(torch):
-    """Installs the hooks and the phase observers (detected and explicit phases; idempotent)."""
+def install(torch, mode="auto"):
+    """Installs the hooks and the phase observers (detected and explicit phases; idempotent); with
+    mode "pressure", the library's pressure handler too."""
+    global _mode, _pressure_handler
+    if mode not in ("auto", "pressure"):
+        raise ValueError("offload mode %r (expected auto or pressure)" % (mode,))
     if _handles:
         return
+    _mode = mode
+    if mode == "pressure":
+        from . import _library
+
+        _pressure_handler = _library.PRESSURE_HANDLER(_on_pressure)
+        _library.load().phasealloc_set_pressure_handler(_pressure_handler)
     optim = importlib.import_module("torch.optim.optimizer")  # by name: not an attribute in torch 2.15
     modules = importlib.import_module("torch.nn.modules.module")
     _handles.append(optim.register_optimizer_step_pre_hook(_step_pre_hook))
@@ -201,7 +303,12 @@ def install(torch):
 
 
 def uninstall():
-    global _phase, _disabled_reason
+    global _phase, _disabled_reason, _pressure_handler
+    if _pressure_handler is not None:
+        from . import _library
+
+        _library.load().phasealloc_set_pressure_handler(_library.PRESSURE_HANDLER())  # NULL: none
+        _pressure_handler = None
     while _handles:
         _handles.pop().remove()
     for remove in (_phase_detect.remove_observer, _phases.remove_listener):
@@ -217,6 +324,7 @@ def uninstall():
         _touched.clear()
         _optimizers.clear()
         _trained_ids.clear()
+        _trained_by.clear()
         _phase = None
         _disabled_reason = None
 
@@ -228,5 +336,6 @@ def summary():
             "classes": {"%s:%d" % (c.kind, c.key[1]): {"away": c.away} for c in _classes.values()},
             "touched": {phase: sorted("%s:%d" % key for key in keys) for phase, keys in _touched.items()},
             "counts": dict(counts),
+            "mode": _mode,
             "disabled": _disabled_reason,
         }

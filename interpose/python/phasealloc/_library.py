@@ -32,6 +32,11 @@ def library_path():
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY_NAME)
 
 
+# phasealloc_pressure_fn: int (*)(int device, size_t bytes), called when an allocation runs out of memory
+# (PRESSURE_HANDLER() is the NULL pointer: no handler).
+PRESSURE_HANDLER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_size_t)
+
+
 def _declare(lib):
     c_int, c_double, c_void_p, c_char_p, c_ssize_t, c_size_t = (
         ctypes.c_int, ctypes.c_double, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ssize_t, ctypes.c_size_t)
@@ -69,6 +74,7 @@ def _declare(lib):
         # out: a phasealloc_offload_result (_same_address._result), passed by address
         "phasealloc_offload": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
         "phasealloc_restore": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
+        "phasealloc_set_pressure_handler": (None, [PRESSURE_HANDLER]),
         "phasealloc_last_error": (c_char_p, []),
         "phasealloc_clear_last_error": (None, []),
     }
