@@ -79,9 +79,11 @@ def scenario_stand_in_rule():
     bias = torch.arange(4.0)
     lib = torch.library.Library("simcuda_test", "DEF")
     lib.define("double_it(Tensor x) -> Tensor")
-    lib.impl("double_it", lambda x: x * 2, "CUDA")  # a CUDA kernel only: the CPU cannot compute it
+    lib.impl("double_it", lambda x: x * 2, "CUDA")  # a CUDA kernel in Python: its operations are computed
     x = torch.ones(5, device="cuda")
-    custom = [torch.ops.simcuda_test.double_it(x).cpu().tolist() for _ in range(2)]
+    # _fused_dropout has a compiled CUDA kernel only: the CPU cannot compute it.
+    custom = [torch.ops.aten._fused_dropout(x, 0.5)[0].cpu().tolist() for _ in range(2)]
+    python_kernel = torch.ops.simcuda_test.double_it(x).cpu().tolist()
     ac, bc = a.cuda(), b.cuda()
     return {
         "mm": (ac @ bc).cpu().tolist(),
@@ -90,6 +92,7 @@ def scenario_stand_in_rule():
         "addmm_cpu": torch.addmm(bias, a, b).tolist(),
         "relu_of_mm": torch.relu(ac @ bc + 1).cpu().tolist(),  # what follows a product is computed
         "custom": custom,
+        "python_kernel": python_kernel,
         "x_kept": x.cpu().tolist(),
     }
 

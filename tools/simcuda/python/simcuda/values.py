@@ -289,10 +289,15 @@ def _make_mode(torch, level):
     import torch.library as library
     cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
+    python_kernels = {}  # op -> whether its CUDA kernel is Python code (an op is registered before its first call)
+
     def python_kernel(func):
         """Whether func's CUDA kernel was registered from Python (torch.library records those)."""
-        namespace, _, op = func._schema.name.partition("::")
-        return "%s/%s/CUDA" % (namespace, op) in getattr(library, "_impls", ())
+        known = python_kernels.get(func)
+        if known is None:
+            namespace, _, op = func._schema.name.partition("::")
+            known = python_kernels[func] = "%s/%s/CUDA" % (namespace, op) in getattr(library, "_impls", ())
+        return known
 
     def defined(out):
         """A Tensor[] result as the mode can hand it back: an undefined tensor in it (FA3's unused
