@@ -10,9 +10,12 @@ build*/torch-2.14.0/interpose/libphasealloc_torch.so, which `tools/dev.sh vllm` 
 the reason when either is missing.
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 from torch_harness import find_release_bridge, find_simulator, find_venv_python, launcher, on_simulator
 
@@ -39,7 +42,12 @@ def vllm_bridge():
 # the simulated one the launcher set up), PyTorch's sampler (FlashInfer's JIT-compiles with nvcc),
 # nothing from the network.
 VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1",
-            "HF_HUB_OFFLINE": "1"}
+            "HF_HUB_OFFLINE": "1",
+            # Triton's kernel cache, fresh for this test session: the first child compiles every
+            # kernel, as on a new machine (a warm ~/.triton/cache once hid a compile that broke
+            # after an interpreted launch, tools/simcuda's triton_values.py).
+            "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="phasealloc-triton-cache-")}
+atexit.register(shutil.rmtree, VLLM_ENV["TRITON_CACHE_DIR"], True)
 
 
 def run_rollout(native, model_dir, cuda_graphs=False, values="observable"):

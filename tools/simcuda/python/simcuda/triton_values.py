@@ -68,16 +68,27 @@ def _on_cpu(value):
 
 class _helpers_interpreted:
     """While a kernel is interpreted, a `@triton.jit` function it calls runs interpreted as well (its
-    JITFunction would refuse a call outside compilation)."""
+    JITFunction would refuse a call outside compilation). Triton's own InterpretedFunction.__call__
+    patches triton.language for the helper and never restores it (under TRITON_INTERPRET=1 nothing
+    is compiled afterwards); here kernels are compiled after, so the helper's patches are undone
+    when it returns."""
 
-    def __init__(self, jit_function, interpreted_function):
+    def __init__(self, jit_function, interpreter):
         self.cls = jit_function
-        self.interpreted = interpreted_function
+        self.interpreter = interpreter
 
     def __enter__(self):
         self.saved = self.cls.__call__
-        interpreted = self.interpreted
-        self.cls.__call__ = lambda helper, *args, **kwargs: interpreted(helper.fn)(*args, **kwargs)
+        interpreter = self.interpreter
+
+        def call(helper, *args, **kwargs):
+            scope = interpreter._patch_lang(helper.fn)
+            try:
+                return interpreter.InterpretedFunction(helper.fn).rewrite()(*args, **kwargs)
+            finally:
+                scope.restore()
+
+        self.cls.__call__ = call
 
     def __exit__(self, *exc):
         self.cls.__call__ = self.saved
@@ -136,7 +147,7 @@ def _interpret(jit_function, interpreter, kernel, args, kwargs, grid):
         return
     on_cpu = {name: _on_cpu(value) for name, value in arguments.items()}
     interpreted = interpreter.InterpretedFunction(kernel.fn)
-    with _helpers_interpreted(jit_function, interpreter.InterpretedFunction), _loops_over_tensors(interpreter):
+    with _loops_over_tensors(interpreter), _helpers_interpreted(jit_function, interpreter):
         _in_place(interpreter)(interpreted.rewrite(), interpreted.arg_names, grid)(**on_cpu)
 
 
