@@ -13,11 +13,11 @@ Approach:
   - Classes of idle state, found through the hooks phase detection already has: the state of each
     torch.optim optimizer (touched in its step()); what each optimizer trains, its parameters and
     their gradients (touched in its step() and in the forwards of a model holding them: idle, for
-    one, while a colocated engine generates or a reference model scores); and each frozen model (a module called as the
-    outermost module of a forward whose parameters all have requires_grad False, or that runs
-    without grad: its parameters and buffers), unless an optimizer trains any of its parameters
-    (checked at each decision: the policy model also runs without grad, inside generate()). A
-    class is known from its first touch.
+    one, while a colocated engine generates or a reference model scores); and each frozen model (a
+    module called as the outermost module of a forward whose parameters all have requires_grad
+    False, or that runs without grad: its parameters and buffers), unless an optimizer trains any
+    of its parameters (checked at each decision: the policy model also runs without grad, inside
+    generate()). A class is known from its first touch.
   - A schedule learned from what the job does (its phases, detected or set with phasealloc.phase): each phase's set of classes touched in any interval
     of it so far. At a transition into a phase seen before, every class it never touched leaves,
     and every offloaded class it touched comes back (prefetch, before the first touch). A phase
