@@ -75,6 +75,27 @@ def engine_main(model_dir, inbox, outbox):
     inbox.get()  # the trainer has read the report: its exported tensors may go
 
 
+def receive(outbox, engine, timeout_s=600):
+    """The engine's next report; an engine process that ended without one is an error at once
+    (not after the timeout)."""
+    import queue
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return outbox.get(timeout=2)
+        except queue.Empty:
+            if not engine.is_alive():
+                try:  # a report written just before the engine ended is still in the pipe
+                    return outbox.get(timeout=1)
+                except queue.Empty:
+                    raise RuntimeError("the engine process ended (exit status %s) before it reported" %
+                                       engine.exitcode) from None
+            if time.monotonic() > deadline:
+                raise
+
+
 def vllm_layout(trainer):
     """The trainer's parameters (name -> CPU tensor) in vLLM's layout: q, k, v stacked into
     qkv_proj, gate and up into gate_up_proj."""
@@ -107,7 +128,7 @@ def scenario_ipc_weight_sync():
         inbox, outbox = ctx.Queue(), ctx.Queue()
         engine = ctx.Process(target=engine_main, args=(model_dir, inbox, outbox))
         engine.start()
-        started = outbox.get(timeout=600)
+        started = receive(outbox, engine)
 
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda()
         new = new_weights(model)
@@ -123,7 +144,7 @@ def scenario_ipc_weight_sync():
             shapes.append(list(p.shape))
             handles.append({uuid: args})
         inbox.put({"names": names, "dtype_names": dtypes, "shapes": shapes, "ipc_handles": handles})
-        report = outbox.get(timeout=600)
+        report = receive(outbox, engine)
         inbox.put("done")
         engine.join(timeout=120)
 
