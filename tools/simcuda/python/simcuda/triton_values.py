@@ -1,6 +1,6 @@
 """Triton kernels computed at values:exact: each launch of a `@triton.jit` kernel on simcuda, the
 simulated GPU, is also run by Triton's own interpreter on the CPU, straight into device memory.
-Installed by torch_adapt when `triton.runtime.jit` is imported and simcuda's value level is exact.
+Installed by torch_adapt when `triton` is imported and simcuda's value level is exact.
 
 Rationale: the value mode (values.py) sees operations that pass through PyTorch's dispatcher. A
 Triton kernel launched from Python does not: its launch reaches simcuda, which skips it, so its
@@ -152,7 +152,7 @@ def _interpret(jit_function, interpreter, kernel, args, kwargs, grid):
 
 
 def install():
-    """Wraps Triton's JITFunction.run (idempotent); called once triton.runtime.jit is imported."""
+    """Wraps Triton's JITFunction.run (idempotent); torch_adapt calls it once triton is imported."""
     import torch
     from triton.runtime import interpreter, jit
 
