@@ -158,9 +158,20 @@ def _idle_now(device, keep=None):
     return [c for size, c in sorted(sized, key=lambda pair: -pair[0]) if size > 0]
 
 
+def _offload_idle(device, enough_bytes=None, keep=None):
+    """Offloads the classes the current phase has not touched (but `keep`), largest first, until
+    enough_bytes of pages left (None: all of them); the bytes of pages that left."""
+    freed = 0
+    for cls in _idle_now(device, keep):
+        freed += _move(cls, offload=True) or 0
+        if enough_bytes is not None and freed >= enough_bytes:
+            break
+    return freed
+
+
 def _make_room(device, keep):
     """Offloads every class the current phase has not touched (but `keep`); whether any page left."""
-    return sum(_move(c, offload=True) or 0 for c in _idle_now(device, keep)) > 0
+    return _offload_idle(device, keep=keep) > 0
 
 
 def _on_pressure(device, nbytes):
@@ -172,11 +183,7 @@ def _on_pressure(device, nbytes):
             counts["pressure_calls"] += 1
             if _disabled_reason is not None:
                 return 0
-            freed = 0
-            for cls in _idle_now(device):
-                freed += _move(cls, offload=True) or 0
-                if freed >= nbytes:
-                    break
+            freed = _offload_idle(device, enough_bytes=nbytes)
             if freed:
                 counts["pressure_relieved"] += 1
             return 1 if freed else 0

@@ -16,9 +16,9 @@ Triton's ptxas on the CPU, launched on simcuda, skipped: its allocations, stream
 unchanged). Then, unless the launch was a warm-up or work captured into a CUDA graph, the kernel's
 arguments are bound the way Triton binds them (defaults and the autotuner's chosen meta-parameters
 included), the grid is evaluated on them, CUDA tensors become CPU aliases of their device bytes
-(values.cpu_alias: no copy, no CUDA call), and Triton's interpreter runs the grid on them (without the host copies it makes of device
-arguments, since these are host memory already). While
-it runs, a `@triton.jit` helper the kernel calls is interpreted too. Launch options (num_warps,
+(values.cpu_alias: no copy, no CUDA call), and Triton's interpreter runs the grid on them (without
+the host copies it makes of device arguments, since these are host memory already). While it runs,
+a `@triton.jit` helper the kernel calls is interpreted too. Launch options (num_warps,
 num_stages, ...) do not reach the interpreter: they change speed, not values.
 
 Limitations: the interpreter runs each program in Python, so a kernel with a large grid costs
@@ -29,21 +29,14 @@ launches its compiled binaries itself) and are not computed; neither is a kernel
 CUDA graph.
 """
 
+import functools
 import inspect
-import sys
 import threading
 
 from . import values
 
 _named_once = set()
 _state = threading.local()
-
-
-def _say(message):
-    try:
-        print("simcuda: values: " + message, file=sys.stderr)
-    except Exception:
-        pass
 
 
 def _bound_arguments(kernel, args, kwargs):
@@ -61,8 +54,8 @@ def _on_cpu(value):
 
     if isinstance(value, torch.Tensor) and value.device.type == "cuda":
         return values.cpu_alias(value)
-    if isinstance(value, tuple):
-        return type(value)(_on_cpu(v) for v in value) if type(value) is tuple else value
+    if type(value) is tuple:  # a named tuple or other subclass is left as it is
+        return tuple(_on_cpu(v) for v in value)
     return value
 
 
@@ -94,6 +87,7 @@ class _helpers_interpreted:
         self.cls.__call__ = self.saved
 
 
+@functools.cache
 def _in_place(interpreter):
     """Triton's GridExecutor, minus its copies: it copies each tensor argument's whole storage to the
     host and back around the run, where the arguments here are already host memory (aliases)."""
@@ -173,7 +167,7 @@ def install():
             name = getattr(kernel, "__name__", repr(kernel))
             if name not in _named_once:
                 _named_once.add(name)
-                _say("Triton kernel %s was not computed (%s: %s): its outputs are what the memory held" %
+                values._say("Triton kernel %s was not computed (%s: %s): its outputs are what the memory held" %
                      (name, type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else ""))
         finally:
             _state.busy = False
