@@ -393,12 +393,24 @@ test_all() {
   [ "${SKIP_MATRIX:-0}${SKIP_VLLM:-0}" = 11 ] && envs=0
   [ $envs = 0 ] || stage_begin "venvs and bridges (torch 2.11.0, vLLM 0.33)" ci_envs
   stage "release tests (ctest)" release_tests
+  # The stages after the release tests are a core's work each (the sanitizers' compiles are ccache
+  # hits when warm; the swap suite and vLLM's tests are one Python process after another): they run
+  # beside each other, the sanitizers and the matrix in the background, vLLM's tests in front.
+  local sanitize=0 matrix_beside=0
+  if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
+    sanitize=1
+    stage_begin "sanitizers (ASan+UBSan, TSan)" sanitizers
+  fi
   if [ $envs = 1 ]; then
     stage_join "venvs and bridges (torch 2.11.0, vLLM 0.33)"
-    [ "${SKIP_MATRIX:-0}" = 1 ] || stage "matrix: swap suite on torch 2.11.0" matrix $(ci_matrix_venvs)
+    if [ "${SKIP_MATRIX:-0}" != 1 ]; then
+      matrix_beside=1
+      stage_begin "matrix: swap suite on torch 2.11.0" matrix $(ci_matrix_venvs)
+    fi
     [ "${SKIP_VLLM:-0}" = 1 ] || stage "vLLM 0.33 (rollouts, TRL colocated, IPC)" vllm_test
+    [ $matrix_beside = 0 ] || stage_join "matrix: swap suite on torch 2.11.0"
   fi
-  [ "${SKIP_SANITIZERS:-0}" = 1 ] || stage "sanitizers (ASan+UBSan, TSan)" sanitizers
+  [ $sanitize = 0 ] || stage_join "sanitizers (ASan+UBSan, TSan)"
   # Fuzzing is weekly (a Clang build of its own, 5.5 min of a cold run for 15 s per parser here);
   # FUZZ_SECONDS=N runs it here too.
   if [ -n "${FUZZ_SECONDS:-}" ] && [ "${SKIP_FUZZ:-0}" != 1 ]; then
