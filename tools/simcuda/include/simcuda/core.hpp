@@ -398,8 +398,8 @@ struct node_work {
   const void* function = nullptr;          ///< kernel (informational)
 };
 
-/// The calling thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode).
-capture_mode thread_capture_mode() noexcept;
+/// Sets the calling thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode) and
+/// returns the one it replaces.
 capture_mode exchange_thread_capture_mode(capture_mode mode) noexcept;
 
 /// cudaStreamBeginCapture(ToGraph): `into` (nullable) is an existing graph to add to, `deps` the
@@ -461,8 +461,6 @@ graph_status check_legacy_use(int device) noexcept;
 /// Whether `s` takes part in a capture (destroying it then is refused).
 bool stream_capturing(stream* s) noexcept;
 
-bool valid_graph(const graph* g) noexcept;
-bool valid_graph_node(const graph_node* n) noexcept;
 /// cudaGraphGetNodes semantics: with `out` null, *count = nodes; else up to *count handles, the
 /// rest of `out` nulled, and *count = min(*count, nodes).
 graph_status graph_nodes(graph* g, graph_node** out, std::size_t* count) noexcept;

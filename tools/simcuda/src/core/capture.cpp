@@ -126,8 +126,6 @@ std::vector<capture*> prohibiting_locked(graph_state& st, capture_mode mode) {
 
 }  // namespace
 
-capture_mode thread_capture_mode() noexcept { return t_mode; }
-
 capture_mode exchange_thread_capture_mode(capture_mode mode) noexcept {
   capture_mode previous = t_mode;
   t_mode = mode;

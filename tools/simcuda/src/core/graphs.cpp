@@ -188,18 +188,6 @@ const char* to_string(graph_status status) noexcept {
   return "?";
 }
 
-bool valid_graph(const graph* g) noexcept {
-  graph_state& st = the_graph_state();
-  std::lock_guard lock(st.mu);
-  return live_graph_locked(st, g);
-}
-
-bool valid_graph_node(const graph_node* n) noexcept {
-  graph_state& st = the_graph_state();
-  std::lock_guard lock(st.mu);
-  return n != nullptr && st.nodes.count(const_cast<graph_node*>(n)) && n->magic == node_magic;
-}
-
 graph_status graph_nodes(graph* g, graph_node** out, std::size_t* count) noexcept {
   graph_state& st = the_graph_state();
   std::lock_guard lock(st.mu);
