@@ -24,6 +24,7 @@
 #define PHASEALLOC_C_API_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h> /* ssize_t */
 
 #if defined(__GNUC__)
@@ -152,6 +153,18 @@ PHASEALLOC_API int phasealloc_offload(int device, void* const* ptrs, size_t coun
  * for a range even after releasing what phasealloc caches: its bytes stay on the host, correct,
  * and a later call may succeed (last error names the range); -1 for any other error. */
 PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out);
+
+/* Tags: allocations a thread makes while it holds a tag carry it (Python: `with phasealloc.tag(name):`).
+ * The phasealloc policy gives the first 15 names pages of their own, so offloading one keeps nothing. */
+/* The number of the tag `name`, numbered from 2^20 in the order names are first asked for, process-wide;
+ * 0 when the name cannot be one (last error: empty, over 200 bytes, a control character). */
+PHASEALLOC_API uint32_t phasealloc_tag_id(const char* name);
+/* Makes `tag` (0: none) the tag of the calling thread's allocations; returns the one it replaces. */
+PHASEALLOC_API uint32_t phasealloc_set_thread_tag(uint32_t tag);
+/* phasealloc_offload / phasealloc_restore of every block on `device` that carries `tag` (not 0), under
+ * one engine lock. No such block: 0 with nothing done. Returns as those do. */
+PHASEALLOC_API int phasealloc_offload_tag(int device, uint32_t tag, phasealloc_offload_result* out);
+PHASEALLOC_API int phasealloc_restore_tag(int device, uint32_t tag, phasealloc_offload_result* out);
 
 /* Called when an allocation runs out of device memory, with the device and the request, outside every
  * engine lock: nonzero when it gave device memory back (offload:pressure offloads idle state), and the

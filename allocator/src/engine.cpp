@@ -14,7 +14,8 @@
 //   Lifetimes: every block handed out is stamped with the engine's interval count (transitions so
 //   far, block::birth_interval; one store, also on the fast path), and a policy that asks for it
 //   (wants_live_blocks) gets every allocated block with its stamp at each transition, from one walk
-//   of the live table: what outlived the interval that ends, and what outlived earlier ones. The
+//   of the live table; every policy gets the bytes allocated now per birth interval, sums the
+//   engine keeps as blocks come and go (two additions per pair on the hot path, no walk): what outlived the interval that ends, and what outlived earlier ones. The
 //   policy may then place a request at the lowest-address fit instead of the best fit
 //   (placement_for, asked with pool_for); such a request is not cached, settles the deferred free,
 //   walks the pool's free blocks, and never takes the fast path.
@@ -203,6 +204,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   b->tag = tag;
   b->birth_interval = interval_;
   live_.emplace(b->addr, b);
+  live_bytes_by_interval_[interval_] += b->bytes;
 
   const bool small = is_small(pool);
   const auto size = static_cast<std::int64_t>(b->bytes);
@@ -276,6 +278,7 @@ block* engine_impl::merge_neighbours(block* b) {
 errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
   block* b = live_.erase(addr);
   if (b == nullptr) return classify_unknown(addr, size_bytes);
+  live_bytes_by_interval_[b->birth_interval] -= b->bytes;
   errc code = errc::ok;
   if (size_bytes != 0 && size_bytes != b->requested_bytes) {
     code = report_misuse(errc::size_mismatch, addr, size_bytes, b->requested_bytes,
@@ -457,6 +460,7 @@ phase_id engine_impl::transition(std::string_view name, int kind) {
     });
     c.live_blocks = live_blocks_;
   }
+  c.live_bytes_by_interval = live_bytes_by_interval_;
   const release_plan plan = policy_.on_transition(c);
   if (!plan.empty()) run_plan(plan);
   phases_.observe(levels());  // the release's effect belongs to the old phase's books
@@ -468,6 +472,7 @@ phase_id engine_impl::transition(std::string_view name, int kind) {
     default: phases_.replace(c.to); break;
   }
   ++interval_;
+  live_bytes_by_interval_.push_back(0);
   if (c.to != c.from) {  // a new interval of the same phase leaves its holes its own
     ++phase_epoch_;
     for (block_pool& p : pools_) p.set_epoch(phase_epoch_);
@@ -562,6 +567,19 @@ result<offload_outcome, offload_error> engine::offload(std::span<const device_ad
 }
 result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs) {
   std::lock_guard lock(impl_->mutex_);
+  return impl_->restore(addrs);
+}
+result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag) {
+  std::lock_guard lock(impl_->mutex_);
+  if (tag == 0) return offload_error{errc::invalid_argument, "offload of tag 0: 0 means untagged: nothing was offloaded", {}};
+  const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
+  return impl_->offload(addrs);
+}
+result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag) {
+  std::lock_guard lock(impl_->mutex_);
+  if (tag == 0) return offload_error{errc::invalid_argument, "restore of tag 0: 0 means untagged: nothing was restored", {}};
+  const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
+  if (addrs.empty()) return offload_outcome{};  // restore() of no address would restore every range
   return impl_->restore(addrs);
 }
 std::size_t engine::release(const release_plan& plan) {

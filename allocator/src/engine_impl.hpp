@@ -53,6 +53,8 @@ class engine_impl {
   result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
   result<offload_outcome, offload_error> offload(std::span<const device_address> addrs);
   result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
+  /// The allocated blocks carrying `tag`, offloaded ones included, in address order.
+  std::vector<device_address> tagged_blocks(std::uint32_t tag) const;
   phase_id transition(std::string_view name, int kind);  // kind: 0 push, 1 pop, 2 replace
   device_stats stats() const;
   snapshot take_snapshot() const;
@@ -109,6 +111,9 @@ class engine_impl {
   std::uint64_t phase_epoch_ = 0;
   /// Transitions so far (every one, also into the same phase): block::birth_interval.
   std::uint32_t interval_ = 0;
+  /// Bytes of the allocated blocks by birth_interval (index), kept as blocks come and go
+  /// (transition_context::live_bytes_by_interval); one entry per interval so far.
+  std::vector<std::size_t> live_bytes_by_interval_ = std::vector<std::size_t>(1, 0);
   /// transition()'s live blocks for the policy, kept to reuse its capacity.
   std::vector<live_block> live_blocks_;
   misuse_report last_misuse_;
@@ -177,6 +182,7 @@ class engine_impl {
     b->tag = tag;
     b->birth_interval = interval_;
     live_.emplace(b->addr, b);
+    live_bytes_by_interval_[interval_] += b->bytes;
     // The levels return to where they stood before the free: the peaks and the phase book already
     // hold them (block_books.hpp); the pair's sums wait in the batch.
     const auto size = static_cast<std::int64_t>(b->bytes);
@@ -218,6 +224,7 @@ class engine_impl {
       return false;
     }
     live_.erase(addr);
+    live_bytes_by_interval_[b->birth_interval] -= b->bytes;
     ++phases_.current_stats().num_frees;
     emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
     free_deferred(b, addr);
@@ -317,6 +324,9 @@ class engine_impl {
   void recycle_events(const std::vector<event_id>& events);
   /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
   errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call);
+  /// The part of free block `b` (in its pool) inside [lo, hi), cut from it: out of the pool,
+  /// offloaded_free; the parts outside stay in the pool.
+  block* carve_free_edge(block* b, device_address lo, device_address hi);
   /// Unmaps range `it`, whose blocks are all offloaded_free, and books the pages as unmapped.
   void drop_range(std::map<device_address, offloaded_range>::iterator it);
 

@@ -13,9 +13,11 @@
 //   - A page leaves only when every block on it was named: adjacent named blocks of one segment
 //     form a run, and the whole pages inside the run (page_bytes_of, the unit release uses) are one
 //     range, moved with one device call that copies only the blocks' requested bytes (never a free
-//     cached byte) after events on the streams that used them. What the run holds outside its whole
-//     pages stays, and is counted (offload_kept_bytes): a tagged region gives its blocks pages of
-//     their own, so nothing stays.
+//     cached byte) after events on the streams that used them. An edge page whose other bytes are
+//     one free block (nothing pending) leaves with the run: that free memory becomes offloaded_free
+//     (not copied). What the run holds outside those pages stays, and is counted
+//     (offload_kept_bytes): a tagged region (a tag's pool) gives its blocks pages of their own, so
+//     nothing stays. offload_tagged names every allocated block carrying a tag.
 //   - Books: an offloaded range stays mapped (mapped_bytes) but is not reserved: reserved_bytes is
 //     the device's memory, offloaded_bytes the host's. The trace and the event listener see an
 //     offload as a segment_unmap and a restore as a segment_map of the range, so whoever follows
@@ -44,6 +46,10 @@ namespace phasealloc::detail {
 namespace {
 
 bool overlaps(const block* b, device_address lo, device_address hi) { return b->addr < hi && lo < b->addr + b->bytes; }
+
+bool free_and_idle(const block* b) {
+  return b != nullptr && b->state == block_state::free && b->event_count == 0;
+}
 
 bool is_live(const block* b) {
   return b->state == block_state::allocated || b->state == block_state::pending_free;
@@ -96,6 +102,27 @@ void engine_impl::recycle_events(const std::vector<event_id>& events) {
   spare_events_.insert(spare_events_.end(), events.begin(), events.end());
 }
 
+std::vector<device_address> engine_impl::tagged_blocks(std::uint32_t tag) const {
+  std::vector<device_address> out;
+  live_.for_each([&](const block* b) {
+    if (b->tag == tag) out.push_back(b->addr);
+  });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+block* engine_impl::carve_free_edge(block* b, device_address lo, device_address hi) {
+  pools_[b->seg->pool].erase(b);
+  if (b->addr < lo) pools_[b->seg->pool].insert(split_front(b, lo - b->addr));  // the part before stays cached
+  if (b->addr + b->bytes > hi) {
+    block* inside = split_front(b, hi - b->addr);
+    pools_[b->seg->pool].insert(b);  // the part after stays cached
+    b = inside;
+  }
+  b->state = block_state::offloaded_free;
+  return b;
+}
+
 result<offload_outcome, offload_error> engine_impl::offload(std::span<const device_address> addrs) {
   settle();
   offload_outcome done;
@@ -128,7 +155,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
   const std::uint64_t call = ++move_calls_;
   const auto trace_run = [&](const block* from, const block* to) {  // the run's blocks, as named
     for (const block* b = from;; b = b->next) {
-      emit(trace_op::offload, b->addr, call, b->bytes, b->seg->stream);
+      if (is_live(b)) emit(trace_op::offload, b->addr, call, b->bytes, b->seg->stream);
       if (b == to) break;
     }
   };
@@ -144,12 +171,28 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     segment* seg = first->seg;
     const std::size_t page = page_bytes_of(*seg);
     const device_address run_end = last->addr + last->bytes;
-    const device_address lo = seg->addr + round_up(first->addr - seg->addr, page);
-    const device_address hi = seg->addr + (run_end - seg->addr) / page * page;
-    const std::size_t run_bytes = run_end - first->addr;
+    // The pages the run covers whole, and an edge page whose other bytes are free cached memory
+    // (a free block, nothing pending on it): that memory goes with the run (not copied), so a run
+    // in a region of its own (a tag's pool) leaves whole and nothing of it stays.
+    const device_address head_page = seg->addr + (first->addr - seg->addr) / page * page;
+    const device_address tail_page = seg->addr + round_up(run_end - seg->addr, page);
+    block* const free_before = first->prev;
+    block* const free_after = last->next;
+    const bool head_free = head_page < first->addr && free_and_idle(free_before) && free_before->addr <= head_page;
+    const bool tail_free =
+        run_end < tail_page && free_and_idle(free_after) && free_after->addr + free_after->bytes >= tail_page;
+    const device_address lo = head_free ? head_page : seg->addr + round_up(first->addr - seg->addr, page);
+    const device_address hi = tail_free ? tail_page : seg->addr + (run_end - seg->addr) / page * page;
+    std::size_t kept_bytes = 0;  // of the run's blocks, outside [lo, hi)
+    for (const block* b = first;; b = b->next) {
+      const device_address from = std::max(b->addr, lo);
+      const device_address to = std::min(b->addr + b->bytes, hi);
+      kept_bytes += b->bytes - (from < to ? to - from : 0);
+      if (b == last) break;
+    }
     if (hi <= lo) {  // no whole page: everything stays
-      done.kept_bytes += run_bytes;
-      stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes);
+      done.kept_bytes += kept_bytes;
+      stats_.offload_kept_bytes += static_cast<std::int64_t>(kept_bytes);
       trace_run(first, last);
       continue;
     }
@@ -175,18 +218,20 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
                                        why.empty() ? "" : ": ", why),
                            done};
     }
+    block* range_first = lo < first->addr ? carve_free_edge(free_before, lo, hi) : first;
+    if (hi > run_end) carve_free_edge(free_after, lo, hi);
     std::size_t live_blocks = 0;
-    for (block* b = first; b != nullptr && b->addr < hi; b = b->next) {
+    for (block* b = range_first; b != nullptr && b->addr < hi; b = b->next) {
       if (!overlaps(b, lo, hi)) continue;
       b->offloaded = true;
-      ++live_blocks;
+      if (is_live(b)) ++live_blocks;
     }
     offloaded_.emplace(lo, offloaded_range{lo, hi - lo, seg, live_blocks});
     const auto bytes = static_cast<std::int64_t>(hi - lo);
     seg->offloaded_bytes += hi - lo;
     stats_.reserved_bytes.decrease(seg->small, bytes);
     stats_.offloaded_bytes.increase(seg->small, bytes);
-    stats_.offload_kept_bytes += static_cast<std::int64_t>(run_bytes - (hi - lo));
+    stats_.offload_kept_bytes += static_cast<std::int64_t>(kept_bytes);
     ++stats_.num_offloads;
     phases_.current_stats().offloaded_bytes += bytes;
     emit(trace_op::segment_unmap, lo, hi - lo, hi - lo, seg->stream);  // the device's memory went back
@@ -195,7 +240,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     done.ranges += 1;
     done.page_bytes += hi - lo;
     done.copied_bytes += total_bytes(live);
-    done.kept_bytes += run_bytes - (hi - lo);
+    done.kept_bytes += kept_bytes;
   }
   after_operation();
   return done;

@@ -164,6 +164,7 @@ result<std::vector<device_address>, std::string> engine_impl::seed(const std::ve
         const seed_block& sb = blocks[index];
         b->requested_bytes = sb.requested_bytes;
         live_.emplace(b->addr, b);
+        live_bytes_by_interval_[b->birth_interval] += b->bytes;
         placed.push_back(b->addr);
         const auto size = static_cast<std::int64_t>(b->bytes);
         stats_.allocation.increase(seg->small, 1);

@@ -16,6 +16,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
   std::array<std::int64_t, 3> allocated{}, active{}, requested{}, reserved{}, segments{}, allocations{}, offloaded{};
   std::size_t free_blocks = 0;
   std::size_t pending_blocks = 0;
+  std::vector<std::size_t> live_by_interval(live_bytes_by_interval_.size(), 0);
   device_address previous_end = 0;
 
   for (const auto& [addr, seg] : segments_) {
@@ -57,6 +58,12 @@ std::vector<std::string> engine_impl::check_invariants() const {
           allocations[0] += 1;
           allocations[t] += 1;
           if (live_.find(b->addr) != b) fail(fmt::format("allocated block {:#x} is not in the live map", b->addr));
+          if (b->birth_interval >= live_by_interval.size()) {
+            fail(fmt::format("allocated block {:#x} was born in interval {}, after the current one", b->addr,
+                             b->birth_interval));
+          } else {
+            live_by_interval[b->birth_interval] += b->bytes;
+          }
           if (pools_[seg->pool].contains(const_cast<block*>(b))) fail(fmt::format("allocated block {:#x} is in a pool", b->addr));
           break;
         }
@@ -152,6 +159,17 @@ std::vector<std::string> engine_impl::check_invariants() const {
   if (deferred_ != nullptr && deferred_->state != block_state::free) fail(fmt::format("deferred block {:#x} is not free", deferred_->addr));
   if (pooled != free_blocks) fail(fmt::format("pools hold {} blocks but {} blocks are free", pooled, free_blocks));
   if (live_.size() != static_cast<std::size_t>(allocations[0])) fail(fmt::format("live map has {} entries for {} allocated blocks", live_.size(), allocations[0]));
+  if (live_bytes_by_interval_.size() != std::size_t{interval_} + 1) {
+    fail(fmt::format("{} intervals so far, but live bytes are kept for {}", std::size_t{interval_} + 1,
+                     live_bytes_by_interval_.size()));
+  } else if (live_by_interval != live_bytes_by_interval_) {
+    for (std::size_t i = 0; i < live_by_interval.size(); ++i) {
+      if (live_by_interval[i] != live_bytes_by_interval_[i]) {
+        fail(fmt::format("interval {}: its allocated blocks hold {} bytes, the books say {}", i, live_by_interval[i],
+                         live_bytes_by_interval_[i]));
+      }
+    }
+  }
   std::size_t pending_events = 0;
   for (const pending_free& p : pending_) {
     if (p.b->state != block_state::pending_free) fail(fmt::format("pending event for block {:#x} that is not pending", p.b->addr));

@@ -11,6 +11,7 @@
 //   Every function body runs in try/catch(...); phasealloc_malloc describes a failure inside the
 //   try (out of line, into a per-thread record, so the hot path holds no string) and throws only
 //   after leaving it.
+//   Each allocation carries the calling thread's tag (allocation_tags.hpp).
 //   An allocation the engine answers with out of memory asks the pressure handler once
 //   (memory_pressure.hpp) and, when it gave memory back, the engine once more.
 //   record_stream gets no device: the engine whose observer holds the address answers it. Once the
@@ -23,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "allocation_failure.hpp"
+#include "allocation_tags.hpp"
 #include "c_api_support.hpp"
 #include "engine_registry.hpp"
 #include "fork_guard.hpp"
@@ -129,10 +131,11 @@ void* allocate(ssize_t size, int device, void* stream) noexcept {
     }
     const auto stream_id_value = static_cast<stream_id>(reinterpret_cast<std::uintptr_t>(stream));
     const auto bytes = static_cast<std::size_t>(size);
-    auto addr = s->eng->allocate(bytes, stream_id_value, 0, min_block_bytes(bytes));
+    const std::uint32_t tag = current_tag();
+    auto addr = s->eng->allocate(bytes, stream_id_value, tag, min_block_bytes(bytes));
     if (addr) [[likely]] return reinterpret_cast<void*>(addr.value());
     if (addr.error().code == errc::out_of_memory && relieve_pressure(device, bytes)) {
-      addr = s->eng->allocate(bytes, stream_id_value, 0, min_block_bytes(bytes));
+      addr = s->eng->allocate(bytes, stream_id_value, tag, min_block_bytes(bytes));
       if (addr) return reinterpret_cast<void*>(addr.value());
     }
     note_engine_failure(addr.error(), size, device);

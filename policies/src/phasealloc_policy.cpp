@@ -15,6 +15,10 @@ constexpr pool_id small_pool = 0;
 constexpr pool_id large_pool = 1;
 constexpr pool_id pinned_pool = 2;
 constexpr pool_id rollout_pool = 3;
+/// The first tag_pool_count named tags (named_tag_base on) get a pool each, after the four above: such
+/// a block shares no page with a block of another tag or none, so offloading its tag moves whole
+/// pages (nothing kept).
+constexpr pool_id first_tag_pool = 4;
 
 constexpr std::size_t min_block_bytes = 512;
 /// Growing back toward a phase's learned need maps at most this many times the request at once.
@@ -50,6 +54,10 @@ phasealloc_policy::phasealloc_policy(phasealloc_policy_options options) : option
   pools_.push_back(pool_traits{"large", false, true, options_.page_bytes, false, options_.grow_bytes});
   pools_.push_back(pool_traits{"pinned", false, true, options_.page_bytes, true, 0});
   pools_.push_back(pool_traits{"rollout", false, true, options_.page_bytes, false, options_.grow_bytes});
+  for (std::uint32_t tag = 1; tag <= tag_pool_count; ++tag) {
+    pools_.push_back(
+        pool_traits{fmt::format("named tag {}", tag), false, true, options_.page_bytes, false, options_.grow_bytes});
+  }
 }
 
 result<std::unique_ptr<policy>, std::string> phasealloc_policy::create(std::string_view conf) {
@@ -151,6 +159,9 @@ pool_id phasealloc_policy::pool_for(const alloc_request& request, std::size_t ro
       std::find(sizes.begin(), sizes.end(), request.requested_bytes) != sizes.end()) {
     return pinned_pool;
   }
+  if (request.tag >= named_tag_base && request.tag - named_tag_base < tag_pool_count) {
+    return first_tag_pool + (request.tag - named_tag_base);
+  }
   const bool small = size_class_of(rounded_bytes) == 0;
   if (small) return small_pool;
   return in_rollout_ ? rollout_pool : large_pool;
@@ -183,10 +194,8 @@ std::size_t phasealloc_policy::need_from(const phase_need& need, const transitio
   if (!less_held) return c.allocated_bytes + need.growth_bytes();
   // What that interval made and still holds (weights loaded in a phase's first interval, a state
   // kept across the step) is in what is allocated now and in what it added: count it once.
-  std::size_t held_bytes = 0;
-  for (const live_block& b : c.live_blocks) {
-    if (b.birth_interval == need.interval) held_bytes += b.bytes;
-  }
+  const std::size_t held_bytes =
+      need.interval < c.live_bytes_by_interval.size() ? c.live_bytes_by_interval[need.interval] : 0;
   return c.allocated_bytes + need.growth_bytes() - std::min(need.growth_bytes(), held_bytes);
 }
 

@@ -9,6 +9,8 @@ Contents are compared with copies kept on the CPU, never with another run of the
 
 from torch_harness import MIB, gpu_skip_reason, run, scenarios, child_main
 
+FIELDS = ("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes")
+
 CONF = "device:cuda_vmm"
 
 
@@ -168,14 +170,71 @@ def scenario_storages_of_pytorchs_own_allocator(torch, phasealloc):
 
 def scenario_bad_requests_are_named(torch, phasealloc):
     x = torch.ones(1024, device="cuda")
+    neighbour = torch.ones(1024, device="cuda")  # live on x's page: the page cannot leave
     try:
         phasealloc.offload(torch.ones(4))
         raise AssertionError("a CPU tensor was accepted")
     except phasealloc.PhaseallocError as e:
         assert "not a CUDA tensor" in str(e), str(e)
     assert phasealloc.offload([]) == dict.fromkeys(("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"), 0)
-    out = phasealloc.offload(x)  # 4 KiB on a shared page: nothing leaves, the books say it stayed
+    out = phasealloc.offload(x)  # 4 KiB on a page shared with a live block: nothing leaves, the books say it stayed
     assert out["page_bytes"] == 0 and out["kept_bytes"] > 0, out
+    assert bool((neighbour == 1).all())
+    return out
+
+
+def scenario_a_tag_moves_its_blocks_whole_pages_and_nothing_else(torch, phasealloc):
+    """Tensors made under phasealloc.tag("adam"), interleaved with untagged ones of the same sizes:
+    offload(tag="adam") moves exactly them, whole pages (nothing kept: the tag has pages of its own),
+    copying their bytes only; a nested tag is its own; restore(tag=) brings back only its blocks."""
+    g = torch.Generator().manual_seed(21)
+    sizes = [512, 4096, 300_000, 3 * MIB + 512, 8 * MIB]
+    tagged, plain = [], []
+    for n in sizes:
+        with phasealloc.tag("adam"):
+            tagged.append(_random_tensor(torch, n, g))
+            with phasealloc.tag("inner"):
+                inner = _random_tensor(torch, 1 * MIB, g)
+        plain.append(_random_tensor(torch, n, g))
+    torch.cuda.synchronize()
+    sim = _simulator()
+    before = sim.counters() if sim else None
+    out = phasealloc.offload(tag="adam")
+    assert out["blocks"] == len(sizes) and out["kept_bytes"] == 0, out
+    assert out["copied_bytes"] == sum(sizes), (out, sum(sizes))
+    s = phasealloc.stats()
+    assert s["offloaded_bytes.all.current"] == out["page_bytes"] > 0, (s["offloaded_bytes.all.current"], out)
+    if sim:
+        assert sim.counters()["memcpy_bytes"] - before["memcpy_bytes"] == sum(sizes)
+        assert sim.host_located() == out["page_bytes"], (sim.host_located(), out)
+    inner_out = phasealloc.offload(tag="inner")  # the last one made: only that block is still live
+    assert inner_out["blocks"] == 1 and inner_out["copied_bytes"] == 1 * MIB and inner_out["kept_bytes"] == 0, inner_out
+    away = phasealloc.offload([plain[-1][1]])  # an untagged block, by pointer (it may share pages: kept)
+    assert away["blocks"] == 1 and away["page_bytes"] > 0, away
+    back = phasealloc.restore(tag="adam")
+    assert back["copied_bytes"] == sum(sizes), back
+    assert phasealloc.restore(tag="never-used") == dict.fromkeys(FIELDS, 0)  # not every range
+    assert phasealloc.stats()["offloaded_bytes.all.current"] == inner_out["page_bytes"] + away["page_bytes"]
+    for host, device_copy in tagged + plain + [inner]:
+        assert torch.equal(device_copy.cpu(), host), "a %d-byte tensor differs" % host.numel()
+    phasealloc.restore()
+    assert phasealloc.stats()["offloaded_bytes.all.current"] == 0
+    # Allocations outside every tag block carry none again.
+    untagged = torch.ones(4 * MIB, dtype=torch.uint8, device="cuda")
+    assert phasealloc.offload(tag="adam")["blocks"] == len(sizes)
+    assert bool((untagged == 1).all())
+    for bad, words in (("", "empty tag name"), ("a\nb", "control character")):
+        try:
+            with phasealloc.tag(bad):
+                pass
+            raise AssertionError("tag %r was accepted" % bad)
+        except phasealloc.PhaseallocError as e:
+            assert words in str(e), str(e)
+    try:
+        phasealloc.offload()
+        raise AssertionError("offload of nothing named was accepted")
+    except phasealloc.PhaseallocError as e:
+        assert "name the tensors or a tag" in str(e), str(e)
     return out
 
 
@@ -221,6 +280,10 @@ if pytest is not None and __name__ != "__main__":
 
     def test_storages_of_pytorchs_own_allocator_are_named_or_left():
         run(__file__, "storages_of_pytorchs_own_allocator", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+    def test_a_tag_moves_its_blocks_whole_pages_and_nothing_else():
+        run(__file__, "a_tag_moves_its_blocks_whole_pages_and_nothing_else", sim_gpu=None, native=False, conf=CONF,
+            bridge="c10")
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

@@ -141,13 +141,94 @@ TEST_F(EngineOffloadTest, APageSharedWithABlockThatStaysStaysAndTheBooksSaySo) {
   EXPECT_EQ(out.kept_bytes, 1 * mib);
   EXPECT_EQ(out.copied_bytes, 2 * mib);  // only the part of a on its own page
   EXPECT_EQ(engine_.stats().offload_kept_bytes, static_cast<std::int64_t>(1 * mib));
-  // A block on no whole page of its own stays entirely, and nothing is asked of the device.
+  // A block on no whole page of its own, sharing it with a live block, stays entirely, and nothing
+  // is asked of the device.
   const device_address small = must_allocate(4096);
+  const device_address neighbour = must_allocate(4096);
+  ASSERT_EQ(neighbour, small + 4096);
   device_.reset_counters();
   const offload_outcome none = must_offload({small});
   EXPECT_EQ(none.page_bytes, 0u);
   EXPECT_EQ(none.kept_bytes, 4096u);
   EXPECT_EQ(device_.counters().offload, 0u);
+}
+
+TEST_F(EngineOffloadTest, AnEdgePageWhoseOtherBytesAreFreeLeavesWithTheBlockUncopied) {
+  engine_.deallocate(must_allocate(8 * mib));
+  const device_address a = must_allocate(3 * mib);  // [0, 3); [3, 8) is one free block
+  const offload_outcome out = must_offload({a});
+  EXPECT_EQ(out.page_bytes, 4 * mib);  // page [2, 4) goes too: its other MiB is free cached memory
+  EXPECT_EQ(out.kept_bytes, 0u);
+  EXPECT_EQ(out.copied_bytes, 3 * mib);  // never the free MiB
+  EXPECT_EQ(device_.moved().to_host, 3 * mib);
+  const snapshot snap = engine_.take_snapshot();
+  EXPECT_EQ(block_at(snap, a + 3 * mib).state, block_state::offloaded_free);
+  EXPECT_EQ(block_at(snap, a + 3 * mib).bytes, 1 * mib);
+  EXPECT_EQ(block_at(snap, a + 4 * mib).state, block_state::free);  // the rest stays cached
+  // The cached rest serves a request; the free MiB on the host is never handed out.
+  const device_address c = must_allocate(4 * mib);
+  EXPECT_EQ(c, a + 4 * mib);
+  const device_address d = must_allocate(512 * kib);
+  EXPECT_TRUE(d < a || d >= a + 8 * mib) << d;
+  must_restore({a});
+  EXPECT_EQ(device_.moved().to_device, 3 * mib);
+  EXPECT_EQ(block_at(engine_.take_snapshot(), a + 3 * mib).state, block_state::free);  // cached again
+  // Freed while away, the range (free MiB included) goes back to the host whole.
+  must_offload({a});
+  ASSERT_EQ(engine_.deallocate(a), errc::ok);
+  EXPECT_EQ(device_.host_backed_bytes(), 0u);
+  EXPECT_EQ(current(engine_.stats().offloaded_bytes), 0);
+}
+
+TEST_F(EngineOffloadTest, AnEdgePageWithAPendingFreeStays) {
+  model_device d{model_device_config{.capacity_bytes = 64 * mib, .granularity_bytes = 2 * mib, .virtual_memory = true,
+                                     .events_complete_immediately = false, .host_backing = true}};
+  engine e{d, policy_, strict_options()};
+  ASSERT_EQ(e.deallocate(e.allocate(8 * mib, 0).value()), errc::ok);
+  const device_address a = e.allocate(3 * mib, 0).value();
+  const device_address b = e.allocate(2 * mib, 0).value();  // [3, 5): page [2, 4) is shared with it
+  ASSERT_EQ(b, a + 3 * mib);
+  ASSERT_EQ(e.record_stream(b, 7), errc::ok);
+  ASSERT_EQ(e.deallocate(b), errc::ok);  // pending: stream 7's work may still use it
+  auto out = e.offload(std::vector<device_address>{a});
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(out.value().page_bytes, 2 * mib);
+  EXPECT_EQ(out.value().kept_bytes, 1 * mib);
+  d.complete_all_events();
+}
+
+TEST_F(EngineOffloadTest, ATagNamesEveryBlockThatCarriesItAndNoOther) {
+  auto tagged = [&](std::size_t bytes, std::uint32_t tag) {
+    auto r = engine_.allocate(bytes, 0, tag);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(0);
+  };
+  const device_address a = tagged(8 * mib, 3);
+  const device_address plain = tagged(8 * mib, 0);
+  const device_address b = tagged(8 * mib, 3);
+  const device_address other = tagged(8 * mib, 4);
+  auto out = engine_.offload_tagged(3);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(out.value().blocks, 2u);
+  EXPECT_EQ(out.value().page_bytes, 16 * mib);
+  const snapshot snap = engine_.take_snapshot();
+  EXPECT_TRUE(block_at(snap, a).offloaded);
+  EXPECT_TRUE(block_at(snap, b).offloaded);
+  EXPECT_FALSE(block_at(snap, plain).offloaded);
+  EXPECT_FALSE(block_at(snap, other).offloaded);
+  // A tag no block carries restores nothing (restore() of no address would restore every range).
+  auto none = engine_.restore_tagged(9);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none.value().ranges, 0u);
+  EXPECT_EQ(current(engine_.stats().offloaded_bytes), static_cast<std::int64_t>(16 * mib));
+  auto back = engine_.restore_tagged(3);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back.value().page_bytes, 16 * mib);
+  EXPECT_EQ(current(engine_.stats().offloaded_bytes), 0);
+  // A freed block no longer carries its tag; tag 0 is refused.
+  ASSERT_EQ(engine_.deallocate(a), errc::ok);
+  EXPECT_EQ(engine_.offload_tagged(3).value().blocks, 1u);
+  EXPECT_FALSE(engine_.offload_tagged(0).has_value());
 }
 
 TEST_F(EngineOffloadTest, FreeingTheLastBlockOfARangeGivesItsHostMemoryBack) {

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "phasealloc/devices/model_device.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
@@ -415,6 +418,30 @@ TEST(PhaseallocPolicyTest, PinnedChunksReloadIntoTheSameSlotsAcrossIterations) {
   EXPECT_EQ(pool->mapped_bytes, 4 * 64 * mib);
   const auto calls = [](const rig& r) { return r.eng.stats().num_device_map + r.eng.stats().num_device_unmap; };
   EXPECT_LT(calls(pinned), calls(unpinned));
+}
+
+TEST(PhaseallocPolicyTest, TheFirst15NamedTagsHavePagesOfTheirOwn) {
+  rig r("phasealloc");
+  constexpr std::size_t page = 2 * mib;
+  // Small and large requests of no tag, a trace's category (7), and named tags 1..16, interleaved:
+  // no page holds blocks of two of: none, named tag 1, ..., named tag 15 (category 7 and the 16th
+  // name share the untagged pools).
+  std::map<device_address, std::set<std::uint32_t>> owners_of_page;
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint32_t n = 0; n <= 17; ++n) {
+      const std::uint32_t tag = n == 0 ? 0 : n == 1 ? 7 : named_tag_base + (n - 2);
+      const std::uint32_t owner = n >= 2 && n <= 16 ? n : 0;
+      for (const std::size_t bytes : {std::size_t{512}, 70 * kib, 3 * mib + 512}) {
+        const device_address a = r.alloc(bytes, tag);
+        for (device_address p = a / page * page; p < a + bytes; p += page) owners_of_page[p].insert(owner);
+      }
+    }
+  }
+  for (const auto& [p, owners] : owners_of_page) EXPECT_EQ(owners.size(), 1u) << "page " << p;
+  const auto snapshot = r.eng.take_snapshot();
+  std::set<std::string> pools;
+  for (const auto& s : snapshot.segments) pools.insert(s.pool);
+  EXPECT_TRUE(pools.count("named tag 1") && pools.count("named tag 15") && !pools.count("named tag 16"));
 }
 
 TEST(PhaseallocPolicyTest, PhasePoolsKeepTrainingStateOutOfGenerationPages) {

@@ -150,6 +150,11 @@ class engine {
   /// what it caches, leaves the rest on the host (still correct) and is an out_of_memory error:
   /// nothing is lost, and a later restore may succeed. Refused while a capture is under way.
   result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
+  /// offload() of every allocated block carrying `tag` (allocate's tag; not 0), under one lock: a
+  /// block allocated or freed on another thread meanwhile is either named or not, never half.
+  result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag);
+  /// restore() of every offloaded range holding a block that carries `tag`; nothing when none does.
+  result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag);
 
   // --- phases ----------------------------------------------------------------------------------
   /// Makes `name` the current phase, remembering the previous one for end_phase().

@@ -177,6 +177,10 @@ struct transition_context {
   /// Every allocated block, in no particular order; filled only for a policy whose
   /// wants_live_blocks() is true (the engine walks its live table for it).
   std::span<const live_block> live_blocks;
+  /// The bytes (block sizes) of the blocks allocated now, by the interval they were made in
+  /// (index: live_block::birth_interval; up to and including `interval`). Always filled: the engine
+  /// keeps these sums as blocks come and go, so reading them costs nothing per live block.
+  std::span<const std::size_t> live_bytes_by_interval;
 };
 
 class policy {

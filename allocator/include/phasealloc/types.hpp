@@ -40,6 +40,12 @@ inline constexpr std::size_t kib = std::size_t{1} << 10;
 inline constexpr std::size_t mib = std::size_t{1} << 20;
 inline constexpr std::size_t gib = std::size_t{1} << 30;
 
+/// Allocation tags (allocate's `tag`): 0 is none. Tags a job names (phasealloc.tag("adam") in
+/// Python, phasealloc_tag_id in C) are numbered from named_tag_base up; lower tags are categories a
+/// trace may carry (synthetic traces tag every allocation by kind). A policy may give named tags
+/// regions of their own (the phasealloc policy does).
+inline constexpr std::uint32_t named_tag_base = std::uint32_t{1} << 20;
+
 /// Phase 0 always exists: the time before any phase was set.
 inline constexpr phase_id unphased = 0;
 

@@ -74,6 +74,10 @@ def _declare(lib):
         # out: a phasealloc_offload_result (_same_address._result), passed by address
         "phasealloc_offload": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
         "phasealloc_restore": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
+        "phasealloc_offload_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
+        "phasealloc_restore_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
+        "phasealloc_tag_id": (ctypes.c_uint32, [c_char_p]),
+        "phasealloc_set_thread_tag": (ctypes.c_uint32, [ctypes.c_uint32]),
         "phasealloc_set_pressure_handler": (None, [PRESSURE_HANDLER]),
         "phasealloc_last_error": (c_char_p, []),
         "phasealloc_clear_last_error": (None, []),

@@ -12,11 +12,17 @@ that stays, stays: `kept_bytes`); only the requested bytes are copied, never fre
 Needs device:cuda_vmm on a CUDA 12.2+ driver (simcuda emulates it); elsewhere offload raises
 PhaseallocError naming the device. Both calls return when the copies are done.
 
-restore() with no tensors restores every offloaded range of the device. When the GPU has no memory
+Tensors allocated under `with phasealloc.tag("name"):` carry the tag: offload(tag="name") and
+restore(tag="name") move every block that carries it, and the phasealloc policy gives each tag pages
+of its own, so nothing of a tag stays behind (tensors allocated on other threads, such as autograd's
+backward, carry those threads' tags).
+
+restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has no memory
 for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
 stay on the host, correct, and a later restore may succeed.
 """
 
+import contextlib
 import ctypes
 
 from ._library import PhaseallocError, last_error, load
@@ -58,6 +64,47 @@ def _blocks(tensors, ours_only):
     return device, addresses
 
 
+def _status(status, out):
+    done = {field: getattr(out, field) for field in FIELDS}
+    if status == -2:
+        raise OffloadOutOfMemory("%s (done before: %s)" % (last_error(), done))
+    if status != 0:
+        raise PhaseallocError("%s (done before: %s)" % (last_error(), done))
+    return done
+
+
+def _tag_number(name):
+    if not isinstance(name, str):
+        raise PhaseallocError("phasealloc.tag: a tag is named by a str, not %r" % (type(name).__name__,))
+    number = load().phasealloc_tag_id(name.encode())
+    if number == 0:
+        raise PhaseallocError(last_error())
+    return number
+
+
+@contextlib.contextmanager
+def tag(name):
+    """Tensors this thread allocates inside the block carry the tag `name` (nested: the innermost);
+    offload(tag=name) and restore(tag=name) then move them all. Yields the tag's number."""
+    number = _tag_number(name)
+    lib = load()
+    previous = lib.phasealloc_set_thread_tag(number)
+    try:
+        yield number
+    finally:
+        lib.phasealloc_set_thread_tag(previous)
+
+
+def _call_tag(name, tag_name, device):
+    number = _tag_number(tag_name)
+    if device is None:
+        import torch
+
+        device = torch.cuda.current_device()
+    out = _result()
+    return _status(getattr(load(), name)(int(device), number, ctypes.addressof(out)), out)
+
+
 def _call(name, tensors, device, ours_only=False):
     addresses = []
     if tensors is not None:
@@ -71,13 +118,7 @@ def _call(name, tensors, device, ours_only=False):
         device = torch.cuda.current_device()
     array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
     out = _result()
-    status = getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out))
-    done = {field: getattr(out, field) for field in FIELDS}
-    if status == -2:
-        raise OffloadOutOfMemory("%s (done before: %s)" % (last_error(), done))
-    if status != 0:
-        raise PhaseallocError("%s (done before: %s)" % (last_error(), done))
-    return done
+    return _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
 
 
 def offload_ours(tensors, device=None):
@@ -90,13 +131,23 @@ def restore_ours(tensors, device=None):
     return _call("phasealloc_restore", tensors, device, ours_only=True)
 
 
-def offload(tensors, device=None):
-    """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU) to host memory
-    at the same addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"}."""
+def offload(tensors=None, device=None, tag=None):
+    """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU), or of every block
+    carrying `tag` on `device` (the current device by default), to host memory at the same
+    addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"}."""
+    if (tensors is None) == (tag is None):
+        raise PhaseallocError("phasealloc.offload: name the tensors or a tag (one of the two)")
+    if tag is not None:
+        return _call_tag("phasealloc_offload_tag", tag, device)
     return _call("phasealloc_offload", tensors, device)
 
 
-def restore(tensors=None, device=None):
-    """Brings the offloaded ranges holding `tensors` back to device pages (None: every range of
-    `device`, the current device by default). Returns the same dict as offload()."""
+def restore(tensors=None, device=None, tag=None):
+    """Brings the offloaded ranges holding `tensors`, or the blocks carrying `tag`, back to device
+    pages (neither: every range of `device`, the current device by default). Returns the same dict
+    as offload()."""
+    if tensors is not None and tag is not None:
+        raise PhaseallocError("phasealloc.restore: name the tensors or a tag, not both")
+    if tag is not None:
+        return _call_tag("phasealloc_restore_tag", tag, device)
     return _call("phasealloc_restore", tensors, device)

@@ -61,6 +61,11 @@
 //       optimizer chunks reloaded every iteration): its memory is never released at transitions,
 //       so every reload lands in the same slots without fragmenting the rest.
 //   pin_sizes:[BYTES,...] []  Request sizes served by the pinned pool (for untagged jobs).
+//   The first 15 tags a job names (phasealloc.tag("name"); types.hpp: named_tag_base) get a pool
+//       each ("named tag N"), released like the large pool: such a block never shares a page with
+//       a block of another tag or of none, so same-address offload of a tag moves whole pages and
+//       keeps nothing on the device. Later names, and a trace's own categories (lower tags), share
+//       the untagged pools. Blocks of a tag's pool count as large-pool blocks in the stats.
 //   memory_fraction:F [1]  Share of the device the engine may reserve.
 //
 // Design note
@@ -117,18 +122,17 @@
 //   plus what it added last time (growth_bytes: bytes() less its entry level), for the release,
 //   the ping-pong keep and map_ahead's target alike. What that interval made and still holds when
 //   the phase begins again (weights loaded in a phase's first interval, state kept across the
-//   step) is in both terms, so it is subtracted once (need_from; the engine reports every live
-//   block with the interval it was made in, transition_context::live_blocks). Not for the
+//   step) is in both terms, so it is subtracted once (need_from; the engine keeps the bytes of
+//   the live blocks per interval they were made in, transition_context::live_bytes_by_interval).
+//   Not for the
 //   ping-pong keep (the phase that ends comes back after one short interval): there what it holds
 //   is typically freed and made again by it (gradients consumed by the optimizer), and subtracting
 //   it cost calls (ppo-gpt2-1.3b 1.42 -> 1.51x, offload-reference 1.54 -> 1.65x). Scenario tests:
 //   NeedFromEntryPredictsWhatAPhaseAddsToWhatItBeginsWith, NeedFromEntryCountsWhatAPhaseMadeAnd-
 //   StillHoldsOnce (without the subtraction it keeps 1 GiB instead of the 512 MiB of weights;
 //   replay_colocate_test's actor then keeps 4 GiB and the rollout engine runs out of memory).
-//   No size or phase name is a constant. Cost: the engine walks its live blocks at every
-//   transition for it (wants_live_blocks), O(live blocks) under the engine's lock; the GPT-2 PPO
-//   step on the simulated GPU measured 0.70-0.96x native with it (two runs on a shared machine,
-//   bench/README.md).
+//   No size or phase name is a constant. Cost: none per live block at a transition (the engine's
+//   sums move with each allocation and free; bench/transition_bench.cpp).
 // Limitations (measured on the 8 real-code traces and 4 presets, `phasealloc replay` and
 //   bench/policy_table.py --ours; figures before the held bytes were subtracted, which moved calls
 //   by at most 0.04x: synth 1.3b 1.32 -> 1.36x, ppo-125m 1.18 -> 1.20x, ppo-7b 1.47 -> 1.45x):
@@ -244,6 +248,9 @@ struct phasealloc_policy_options {
 
 class phasealloc_policy final : public policy {
  public:
+  /// Named tags named_tag_base .. + tag_pool_count - 1 have a pool each (see the note above).
+  static constexpr std::uint32_t tag_pool_count = 15;
+
   explicit phasealloc_policy(phasealloc_policy_options options = {});
   static result<std::unique_ptr<policy>, std::string> create(std::string_view conf);
 
@@ -260,7 +267,7 @@ class phasealloc_policy final : public policy {
   release_plan on_oom(const grow_context& context) override;
   release_plan on_transition(const transition_context& context) override;
   std::size_t map_ahead_bytes(const grow_context& context) const override;
-  bool wants_live_blocks() const noexcept override { return options_.lifetime || options_.need_from_entry; }
+  bool wants_live_blocks() const noexcept override { return options_.lifetime; }
 
   /// What the policy learned of a phase from its last interval.
   struct phase_need {

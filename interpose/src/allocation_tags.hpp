@@ -1,0 +1,47 @@
+// Allocation tags: a name the job gives to what it allocates (`with phasealloc.tag("adam"):`),
+// carried by each block to the engine's policy and to same-address offload.
+//
+// Design note
+// Rationale: offloading "the optimizer's state" by pointers needs the job to list its tensors;
+//   offloading a tag needs nothing but the tag, and a policy that gives each tag pages of its own
+//   (the phasealloc policy's tag pools) lets an offload move whole pages and keep nothing behind.
+// Approach: names are numbered from named_tag_base (phasealloc/types.hpp) in the order they are
+//   first asked for, process-wide (0 is "untagged"); the tag in force is per thread: the allocating thread's tag goes with each
+//   allocation. The hot path reads one thread-local word (initial-exec TLS: no call into the
+//   dynamic linker).
+// Limitations: allocations made on another thread (autograd's backward threads, a data loader's)
+//   carry that thread's tag, not the one set around the call that caused them; the phasealloc
+//   policy gives pools of their own to the first 15 names only (phasealloc_policy.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "phasealloc/status.hpp"
+#include "phasealloc/types.hpp"
+
+namespace phasealloc::interpose {
+
+namespace detail {
+[[gnu::tls_model("initial-exec")]] inline thread_local std::uint32_t thread_tag = 0;
+}  // namespace detail
+
+/// The tag the calling thread's allocations carry now (0: none).
+inline std::uint32_t current_tag() noexcept { return detail::thread_tag; }
+
+/// Makes `tag` the calling thread's tag; returns the one it replaces.
+inline std::uint32_t swap_tag(std::uint32_t tag) noexcept {
+  const std::uint32_t previous = detail::thread_tag;
+  detail::thread_tag = tag;
+  return previous;
+}
+
+/// The number of `name` (numbered from named_tag_base on first use), or why it cannot be a tag name (empty,
+/// over 200 bytes, or a control character in it).
+result<std::uint32_t, std::string> tag_of(std::string_view name);
+
+/// The name of tag `tag`, or an empty string when no name has that number.
+std::string tag_name(std::uint32_t tag);
+
+}  // namespace phasealloc::interpose
