@@ -37,6 +37,7 @@ bool free_and_idle(const block* n) {
 void engine_impl::settle_deferred() {
   block* b = deferred_;
   deferred_ = nullptr;
+  live_bytes_by_interval_[b->birth_interval] -= b->bytes;
   add_block_freed(stats_, b->seg->small, 1, static_cast<std::int64_t>(b->bytes),
                   static_cast<std::int64_t>(deferred_requested_));
   const std::uint64_t since = b->free_since;

@@ -180,8 +180,11 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   if (deferred_ != nullptr) {
     b = take_deferred(stream, pool, rounded);
     if (b != nullptr && bytes == deferred_requested_) return allocate_again(b, bytes, stream, tag);
-    if (b != nullptr) add_block_freed(stats_, b->seg->small, 1, static_cast<std::int64_t>(b->bytes),
-                                      static_cast<std::int64_t>(deferred_requested_));
+    if (b != nullptr) {  // taken back for another size: as a block from the pool
+      add_block_freed(stats_, b->seg->small, 1, static_cast<std::int64_t>(b->bytes),
+                      static_cast<std::int64_t>(deferred_requested_));
+      live_bytes_by_interval_[b->birth_interval] -= b->bytes;
+    }
   }
   if (b == nullptr) {
     const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
@@ -278,7 +281,6 @@ block* engine_impl::merge_neighbours(block* b) {
 errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
   block* b = live_.erase(addr);
   if (b == nullptr) return classify_unknown(addr, size_bytes);
-  live_bytes_by_interval_[b->birth_interval] -= b->bytes;
   errc code = errc::ok;
   if (size_bytes != 0 && size_bytes != b->requested_bytes) {
     code = report_misuse(errc::size_mismatch, addr, size_bytes, b->requested_bytes,
@@ -296,6 +298,7 @@ errc engine_impl::deallocate(device_address addr, std::size_t size_bytes) {
       return code;
     }
   }
+  live_bytes_by_interval_[b->birth_interval] -= b->bytes;
   stats_.allocation.decrease(small, 1);
   stats_.allocated_bytes.decrease(small, static_cast<std::int64_t>(b->bytes));
   stats_.requested_bytes.decrease(small, static_cast<std::int64_t>(b->requested_bytes));

@@ -111,8 +111,10 @@ class engine_impl {
   std::uint64_t phase_epoch_ = 0;
   /// Transitions so far (every one, also into the same phase): block::birth_interval.
   std::uint32_t interval_ = 0;
-  /// Bytes of the allocated blocks by birth_interval (index), kept as blocks come and go
-  /// (transition_context::live_bytes_by_interval); one entry per interval so far.
+  /// Bytes of the allocated blocks and of the deferred free by birth_interval (index), kept as blocks
+  /// come and go (transition_context::live_bytes_by_interval, read after a settle); one entry per
+  /// interval so far. The deferred block stays counted until it settles or is taken back, so the
+  /// hot path's free-then-allocate in one interval changes no sum.
   std::vector<std::size_t> live_bytes_by_interval_ = std::vector<std::size_t>(1, 0);
   /// transition()'s live blocks for the policy, kept to reuse its capacity.
   std::vector<live_block> live_blocks_;
@@ -180,9 +182,12 @@ class engine_impl {
     b->state = block_state::allocated;
     b->requested_bytes = bytes;
     b->tag = tag;
-    b->birth_interval = interval_;
+    if (b->birth_interval != interval_) {  // its bytes stayed counted while it was deferred
+      live_bytes_by_interval_[b->birth_interval] -= b->bytes;
+      live_bytes_by_interval_[interval_] += b->bytes;
+      b->birth_interval = interval_;
+    }
     live_.emplace(b->addr, b);
-    live_bytes_by_interval_[interval_] += b->bytes;
     // The levels return to where they stood before the free: the peaks and the phase book already
     // hold them (block_books.hpp); the pair's sums wait in the batch.
     const auto size = static_cast<std::int64_t>(b->bytes);
@@ -224,7 +229,6 @@ class engine_impl {
       return false;
     }
     live_.erase(addr);
-    live_bytes_by_interval_[b->birth_interval] -= b->bytes;
     ++phases_.current_stats().num_frees;
     emit(trace_op::free_requested, addr, b->requested_bytes, b->bytes, b->seg->stream, b->tag);
     free_deferred(b, addr);

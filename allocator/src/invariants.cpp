@@ -159,6 +159,9 @@ std::vector<std::string> engine_impl::check_invariants() const {
   if (deferred_ != nullptr && deferred_->state != block_state::free) fail(fmt::format("deferred block {:#x} is not free", deferred_->addr));
   if (pooled != free_blocks) fail(fmt::format("pools hold {} blocks but {} blocks are free", pooled, free_blocks));
   if (live_.size() != static_cast<std::size_t>(allocations[0])) fail(fmt::format("live map has {} entries for {} allocated blocks", live_.size(), allocations[0]));
+  if (deferred_ != nullptr && deferred_->birth_interval < live_by_interval.size()) {
+    live_by_interval[deferred_->birth_interval] += deferred_->bytes;  // counted until it settles
+  }
   if (live_bytes_by_interval_.size() != std::size_t{interval_} + 1) {
     fail(fmt::format("{} intervals so far, but live bytes are kept for {}", std::size_t{interval_} + 1,
                      live_bytes_by_interval_.size()));
