@@ -1,4 +1,4 @@
-// Colocated processes on one simulated GPU. The actor (tests/data/colocate/
+// Colocated processes on one model device. The actor (tests/data/colocate/
 // actor.txt) holds 2 GiB of weights and trains with 6 GiB of activations at t=20 and t=100; the
 // rollout engine (rollout.txt) holds 2 GiB and generates with 6 GiB at t=60, while the actor is
 // idle. On one 11 GiB device:

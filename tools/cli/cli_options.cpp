@@ -15,7 +15,7 @@ result<std::size_t, std::string> parse_capacity_option(std::string_view text) {
   if (!bytes) return fmt::format("--capacity: \"{}\" is not a byte size (e.g. 80GiB, 24GB, 512MiB)", text);
   if (*bytes == 0) return fmt::format("--capacity: \"{}\" is 0 bytes; a device needs some memory", text);
   if (*bytes > max_capacity_bytes) {
-    return fmt::format("--capacity: \"{}\" is more than the largest simulated device, 1 PiB ({} bytes)", text,
+    return fmt::format("--capacity: \"{}\" is more than the largest model device, 1 PiB ({} bytes)", text,
                        max_capacity_bytes);
   }
   return *bytes;

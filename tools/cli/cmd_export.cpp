@@ -33,7 +33,7 @@ void add_export_command(CLI::App& app) {
   ex->add_option("output", exported->output, "output .pickle path")->required();
   ex->add_option("-p,--policy", exported->policy, "the allocator whose layout to draw (pytorch: PyTorch's own)")
       ->capture_default_str();
-  ex->add_option("-c,--capacity", exported->capacity, "simulated device capacity")->capture_default_str();
+  ex->add_option("-c,--capacity", exported->capacity, "model device capacity")->capture_default_str();
   ex->add_flag("--no-validate", exported->no_validate, "skip checking the trace before the replay");
   ex->callback([exported] {
     // Bad arguments first, before a long load.

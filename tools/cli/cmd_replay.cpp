@@ -146,7 +146,7 @@ void run_replay(const replay_args& a, const std::string& invocation) {
 
 namespace {
 
-/// replay --colocate: every trace on one simulated device, per policy.
+/// replay --colocate: every trace on one model device, per policy.
 void run_colocated(const replay_args& a) {
   if (!a.source.empty()) {
     throw command_error(fmt::format("replay: '{}' and --colocate: give every trace after --colocate "
@@ -205,7 +205,7 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
   cmd->add_option("-p,--policy", args.policies,
                   "policy spec, repeatable: pytorch, pytorch:expandable_segments:True, phasealloc, ...")
       ->required();
-  cmd->add_option("-c,--capacity", args.capacity, "simulated device capacity")->capture_default_str();
+  cmd->add_option("-c,--capacity", args.capacity, "model device capacity")->capture_default_str();
   cmd->add_option("--link", args.link,
                   "host link bandwidth for the time of recorded offload copies (bytes per second: 50GB/s is "
                   "PCIe Gen5 x16, 25GB/s Gen4)")
@@ -240,7 +240,7 @@ std::string command_line(std::string_view verb, const replay_args& args) {
 
 void add_replay_command(CLI::App& app) {
   auto args = std::make_shared<replay_args>();
-  CLI::App* cmd = app.add_subcommand("replay", "Replay a trace against policies on a simulated GPU, side by side");
+  CLI::App* cmd = app.add_subcommand("replay", "Replay a trace against policies on the model device (phasealloc's model of a GPU's memory), side by side");
   add_replay_options(cmd, *args);
   cmd->add_flag("--json", args->json, "print one JSON document instead of tables");
   cmd->add_option("--html", args->html, "also write a self-contained HTML report to this file");

@@ -45,7 +45,7 @@ struct point {
 void run_sweep(const sweep_args& a) {
   const std::optional<std::size_t> capacity = parse_capacity(a.capacity);
   // Threads are checked against the machine before anything is loaded: one replay per thread, and
-  // more threads than hardware threads only adds memory (each replay holds a simulated device).
+  // more threads than hardware threads only adds memory (each replay holds a model device).
   if (auto jobs = check_jobs_option(a.jobs, std::thread::hardware_concurrency()); !jobs) {
     throw command_error(jobs.error());
   }
@@ -125,7 +125,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("-g,--grid", args->grids,
                   "policy grid, repeatable; {a,b} groups multiply: 'pytorch:max_split_size_mb:{64,256}'")
       ->required();
-  cmd->add_option("-c,--capacity", args->capacity, "simulated device capacity")->capture_default_str();
+  cmd->add_option("-c,--capacity", args->capacity, "model device capacity")->capture_default_str();
   cmd->add_option("-j,--jobs", args->jobs, "replays in parallel (at most the machine's hardware threads)")
       ->capture_default_str();
   cmd->add_option("--top", args->top, "rows to print")->capture_default_str();

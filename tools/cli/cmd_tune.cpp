@@ -1,7 +1,7 @@
 // phasealloc tune TRACE... [--gpu SIZE] [--weight calls=W] [--grid SPEC ...] [-j N] [--json] [-q]
 //
 // Replays the job's traces under every configuration of the search space (tune_search.hpp), on a
-// simulated GPU of --gpu; refuses the configurations that run out of memory there; prints the
+// model device of --gpu; refuses the configurations that run out of memory there; prints the
 // Pareto front of peak reserved against device calls, the recommended configuration and the line
 // to paste.
 #include <algorithm>
@@ -119,7 +119,7 @@ void run_tune(const tune_args& a) {
     doc["paste"] = best ? nlohmann::json(paste_line(candidates[*best].spec)) : nlohmann::json(nullptr);
     std::cout << doc.dump(2) << '\n';
   } else {
-    std::cout << fmt::format("tune   {} trace(s), {} configurations, simulated GPU {}: {} replays in {:.1f} s ({} thread(s))\n",
+    std::cout << fmt::format("tune   {} trace(s), {} configurations, model device {}: {} replays in {:.1f} s ({} thread(s))\n",
                              traces.size(), candidates.size(), format_bytes(gpu_bytes), candidates.size() * traces.size(),
                              seconds, jobs.value());
     std::cout << fmt::format("refused {} configuration(s) that run out of memory at {}\n\n", refused, format_bytes(gpu_bytes));

@@ -191,7 +191,7 @@ std::string render_replay_text(const replay_report& r) {
   std::string out = fmt::format("trace  {}: {} events, floor (peak live bytes) {}\n", r.trace_name, r.events,
                                 format_bytes(r.floor_bytes));
   for (const std::string& note : r.notes) out += "note   " + note + "\n";
-  out += fmt::format("device simulated, capacity {}\n\n", format_bytes(r.capacity_bytes));
+  out += fmt::format("device model, capacity {}\n\n", format_bytes(r.capacity_bytes));
   text_table overall({"policy", "peak reserved", "peak allocated", "frag", "over floor", "device calls",
                       "est. device time", "OOMs", "replay"});
   for (const replay_result& x : r.results) {
@@ -360,7 +360,7 @@ nlohmann::json oom_json(const colocated_report& r, const std::optional<colocated
 }  // namespace
 
 std::string render_colocated_text(const colocated_report& r) {
-  std::string out = fmt::format("colocated  {} processes on one simulated GPU, capacity {}; events merged by time "
+  std::string out = fmt::format("colocated  {} processes on one model device, capacity {}; events merged by time "
                                 "(ties: trace order)\n",
                                 r.trace_names.size(), format_bytes(r.capacity_bytes));
   for (std::size_t p = 0; p < r.trace_names.size(); ++p) {

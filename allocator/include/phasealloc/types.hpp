@@ -21,6 +21,14 @@
 //            user name. Stats are kept per phase; policies act at transitions.
 // policy   : the decisions: rounding, pool choice, segment size, split, what to release at a
 //            transition or an out-of-memory. Contract in policy.hpp.
+// tag      : a number an allocation carries (0: none). Named tags (a job's phasealloc.tag("name"))
+//            start at named_tag_base; lower ones are a trace's own categories.
+// model    : the model device (devices/model_device.hpp): host-only books of a GPU's memory that
+//            the replay, tune and the tests run the engine on; `--engine model` in the CLI means
+//            "phasealloc's engine on the model device". Not "the simulated GPU": that is simcuda
+//            (tools/simcuda), which runs unmodified CUDA programs. "The pytorch model" is the
+//            `pytorch` policy (PyTorch's allocator's decisions) on the engine and the model device:
+//            the replay's exact model of PyTorch's allocator.
 //
 // Units are in names: *_bytes are byte counts (std::size_t), *_ns nanoseconds.
 #pragma once

@@ -30,7 +30,7 @@ struct process_state {
 result<colocated_result, std::string> replay_colocated(std::span<const trace> traces, std::string_view policy_spec,
                                                        const replay_options& options) {
   if (traces.empty()) return std::string("a colocated replay needs at least one trace");
-  if (options.capacity_bytes == 0) return std::string("the simulated device's capacity is 0 bytes");
+  if (options.capacity_bytes == 0) return std::string("the model device's capacity is 0 bytes");
   std::vector<process_state> procs(traces.size());
   for (std::size_t p = 0; p < traces.size(); ++p) {
     auto made = make_policy(policy_spec);

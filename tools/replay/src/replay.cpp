@@ -51,7 +51,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   auto made = make_policy(policy_spec);
   if (!made) return made.error();
   std::unique_ptr<policy> pol = std::move(made).value();
-  if (options.capacity_bytes == 0) return std::string("the simulated device's capacity is 0 bytes");
+  if (options.capacity_bytes == 0) return std::string("the model device's capacity is 0 bytes");
   // A fraction that leaves nothing of this device is an error here, not a limit of nothing.
   if (auto limit = memory_limit_bytes(pol->memory_fraction(), options.capacity_bytes); !limit) {
     return fmt::format("policy '{}': {}", pol->spec(), limit.error());

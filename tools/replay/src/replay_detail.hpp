@@ -1,4 +1,4 @@
-// What replay() and replay_colocated() share: the simulated device a policy replays on, the
+// What replay() and replay_colocated() share: the model device a policy replays on, the
 // id -> address book of a trace's allocations and the trace's recorded layout as engine seed
 // segments. Internal to phasealloc::replay.
 #pragma once
@@ -25,7 +25,7 @@ inline bool wants_virtual_memory(const policy& pol, const replay_options& option
   return false;
 }
 
-/// The simulated device of a replay: the options' capacity, granularity and cost model, events
+/// The model device of a replay: the options' capacity, granularity and cost model, events
 /// complete at once, no spinning for modelled time.
 inline model_device_config replay_device_config(const replay_options& options, bool virtual_memory) {
   model_device_config device_config;

@@ -1,4 +1,4 @@
-// Colocated replay: several processes' traces on one simulated GPU whose memory they share.
+// Colocated replay: several processes' traces on one model device whose memory they share.
 //
 // Design note
 // Rationale: RLHF placement puts several processes on one GPU (actor and rollout engine, or several
@@ -75,7 +75,7 @@ struct colocated_result {
   double wall_seconds = 0;
 };
 
-/// Replays `traces` as colocated processes on one simulated device, each with its own engine and
+/// Replays `traces` as colocated processes on one model device, each with its own engine and
 /// policy built from `policy_spec`. Uses capacity_bytes, granularity_bytes, virtual_memory, cost,
 /// check_invariants, use_recorded_layout and progress from `options` (the others are for one
 /// trace). Errors: no traces, a bad spec or capacity, a recorded layout that cannot be seeded

@@ -7,7 +7,7 @@
 // Approach: each trace event becomes one engine call (alloc -> allocate, free -> deallocate of the
 //   id's address, phase -> set_phase, empty_cache, record_stream); segment events of the
 //   recording allocator are not followed, only collected for comparison. An allocation that fails
-//   (out of memory on the simulated capacity) is counted and its later free skipped.
+//   (out of memory on the model device's capacity) is counted and its later free skipped.
 //   A trace with a recorded layout (seed_block events, trace_format.hpp) seeds the engine with it
 //   first (engine::seed) for policies that model the recording allocator (the `pytorch` ones,
 //   policy::models_recorded_allocator): the seeded allocations it places are not
