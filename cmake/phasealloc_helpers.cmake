@@ -63,18 +63,19 @@ function(phasealloc_test)
 endfunction()
 
 # phasealloc_command_test(NAME name COMMAND ... [LABELS ...] [TIMEOUT s] [ENVIRONMENT VAR=value ...]
-#                         [WORKING_DIRECTORY dir] [SKIP_RETURN_CODE code])
+#                         [WORKING_DIRECTORY dir] [SKIP_RETURN_CODE code] [COST c])
 # Registers a command (a script, a pytest run, a program on inputs) with CTest; properties left out
-# stay CTest's defaults.
+# stay CTest's defaults. The one way a test is registered: phasealloc_test and phasealloc_bench call
+# it, and so does every folder that registers its own (interpose/, bench/, tools/simcuda/tests).
 function(phasealloc_command_test)
-  cmake_parse_arguments(arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE" "COMMAND;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE;COST" "COMMAND;LABELS;ENVIRONMENT" ${ARGN})
   if(arg_WORKING_DIRECTORY)
     add_test(NAME ${arg_NAME} COMMAND ${arg_COMMAND} WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
   else()
     add_test(NAME ${arg_NAME} COMMAND ${arg_COMMAND})
   endif()
   set_tests_properties(${arg_NAME} PROPERTIES LABELS "${arg_LABELS}")
-  foreach(property TIMEOUT ENVIRONMENT SKIP_RETURN_CODE)
+  foreach(property TIMEOUT ENVIRONMENT SKIP_RETURN_CODE COST)
     if(DEFINED arg_${property})
       set_tests_properties(${arg_NAME} PROPERTIES ${property} "${arg_${property}}")
     endif()
