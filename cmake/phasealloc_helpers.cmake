@@ -1,6 +1,14 @@
 # One declarative helper per target kind (abseil's absl_cc_library, fmt's add_fmt_test).
 include_guard(GLOBAL)
 
+# The compiler warnings of phasealloc's own code, written here only: every target the project
+# compiles gets them through phasealloc_warnings (the helpers below call it for theirs).
+# PHASEALLOC_WARNINGS_AS_ERRORS (CMakeLists.txt) makes them errors; tools/dev.sh fails a build that
+# prints one. C++ sources only: the C a generator writes (simcuda's stubs) is not held to them.
+function(phasealloc_warnings target)
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wpedantic>")
+endfunction()
+
 # Applies -fsanitize=<list> to everything built after this call.
 function(phasealloc_apply_sanitizers list)
   if(NOT list)
@@ -32,7 +40,7 @@ function(phasealloc_library)
     target_include_directories(${target} PUBLIC ${arg_PUBLIC_INCLUDE})
   endif()
   target_link_libraries(${target} PUBLIC ${arg_DEPS} PRIVATE ${arg_PRIVATE_DEPS})
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+  phasealloc_warnings(${target})
 endfunction()
 
 # phasealloc_test(NAME name [SRCS ...] DEPS ... [LABELS ...] [TIMEOUT s] [DEFINES ...] [INCLUDES ...])
@@ -48,25 +56,26 @@ function(phasealloc_test)
   endif()
   add_executable(${arg_NAME} ${arg_SRCS})
   target_link_libraries(${arg_NAME} PRIVATE ${arg_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
-  target_compile_options(${arg_NAME} PRIVATE -Wall -Wextra)
+  phasealloc_warnings(${arg_NAME})
   target_compile_definitions(${arg_NAME} PRIVATE ${arg_DEFINES})
   target_include_directories(${arg_NAME} PRIVATE ${arg_INCLUDES})
   phasealloc_command_test(NAME ${arg_NAME} COMMAND ${arg_NAME} LABELS ${arg_LABELS} TIMEOUT ${arg_TIMEOUT})
 endfunction()
 
 # phasealloc_command_test(NAME name COMMAND ... [LABELS ...] [TIMEOUT s] [ENVIRONMENT VAR=value ...]
-#                         [WORKING_DIRECTORY dir] [SKIP_RETURN_CODE code])
+#                         [WORKING_DIRECTORY dir] [SKIP_RETURN_CODE code] [COST c])
 # Registers a command (a script, a pytest run, a program on inputs) with CTest; properties left out
-# stay CTest's defaults.
+# stay CTest's defaults. The one way a test is registered: phasealloc_test and phasealloc_bench call
+# it, and so does every folder that registers its own (interpose/, bench/, tools/simcuda/tests).
 function(phasealloc_command_test)
-  cmake_parse_arguments(arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE" "COMMAND;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(arg "" "NAME;TIMEOUT;WORKING_DIRECTORY;SKIP_RETURN_CODE;COST" "COMMAND;LABELS;ENVIRONMENT" ${ARGN})
   if(arg_WORKING_DIRECTORY)
     add_test(NAME ${arg_NAME} COMMAND ${arg_COMMAND} WORKING_DIRECTORY ${arg_WORKING_DIRECTORY})
   else()
     add_test(NAME ${arg_NAME} COMMAND ${arg_COMMAND})
   endif()
   set_tests_properties(${arg_NAME} PROPERTIES LABELS "${arg_LABELS}")
-  foreach(property TIMEOUT ENVIRONMENT SKIP_RETURN_CODE)
+  foreach(property TIMEOUT ENVIRONMENT SKIP_RETURN_CODE COST)
     if(DEFINED arg_${property})
       set_tests_properties(${arg_NAME} PROPERTIES ${property} "${arg_${property}}")
     endif()
@@ -79,7 +88,7 @@ function(phasealloc_bench)
   cmake_parse_arguments(arg "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${arg_NAME} ${arg_SRCS})
   target_link_libraries(${arg_NAME} PRIVATE ${arg_DEPS} benchmark::benchmark)
-  target_compile_options(${arg_NAME} PRIVATE -Wall -Wextra)
+  phasealloc_warnings(${arg_NAME})
   if(PHASEALLOC_BUILD_TESTS)
     phasealloc_command_test(NAME ${arg_NAME}_smoke COMMAND ${arg_NAME} --benchmark_min_time=0.01 LABELS bench TIMEOUT 600)
   endif()
