@@ -34,7 +34,7 @@ std::string format_oom_report(const oom_report& r) {
   }
   if (r.reserved_unallocated_bytes() >= r.rounded_bytes) {
     out += "\nReserved-but-unallocated memory exceeds the request: it is fragmented. A phasealloc policy with "
-           "transition release or page-granular release (see README) avoids this.";
+           "transition release or page-granular release (docs/policies.md) avoids this.";
   }
   return out;
 }

@@ -52,7 +52,7 @@ def main():
     elif where == "submitted":
         ray.init()  # the job's runtime_env (from `ray job submit`) applies to its actors
     else:
-        # The README's recipe for a cluster started separately; a source tree also names its library
+        # docs/frameworks.md's recipe for a cluster started separately; a source tree also names its library
         # (an installed phasealloc has it in its package).
         env_vars = {"PHASEALLOC": "1"}
         if os.environ.get("PHASEALLOC_LIBRARY"):

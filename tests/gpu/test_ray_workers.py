@@ -6,7 +6,7 @@ their runtime_env. Two ways users start a cluster, both on 2 simulated GPUs that
 - ray.init() in a job started with phasealloc-run: the local cluster's raylet inherits the driver's
   environment, so every worker does;
 - `ray start --head` started separately (here on the simulated GPU, without phasealloc: --native),
-  and a job that passes PHASEALLOC=1 in its runtime_env (the README's recipe); then the same cluster
+  and a job that passes PHASEALLOC=1 in its runtime_env (docs/frameworks.md's recipe); then the same cluster
   runs the job again through `ray job submit --runtime-env-json '{"env_vars": {"PHASEALLOC": "1"}}'`
   (the other README recipe: Ray's job server, the dashboard, sets the runtime_env).
 Each actor (num_gpus=1) imports torch, computes on its GPU and reports torch's allocator backend and

@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer with vLLM colocated in the trainer's process and vLLM's sleep mode on, unmodified
 (`use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=True`), on the tiny Llama of
-tiny_rlhf.py, 3 steps: the child of test_trl_colocate.py, and the command behind the README's
+tiny_rlhf.py, 3 steps: the child of test_trl_colocate.py, and the command behind docs/frameworks.md's
 colocation table (the vLLM venv's interpreter; tests/harness on PYTHONPATH):
 
     phasealloc-run --sim-gpu=4GiB [--native] -- python tests/gpu/trl_colocate.py colocate
