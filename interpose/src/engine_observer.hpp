@@ -7,7 +7,8 @@
 //   no "is this yours?" query that stays silent (deallocate/record_stream report misuse).
 // Approach: the observer is the engine's permanent sink. It keeps the address ranges the engine
 //   holds memory for (segment_alloc/segment_map add, segment_free/segment_unmap remove: rare
-//   events, so its mutex is cold) and forwards every event to the current recorder, if any.
+//   events, so its mutex is cold; an offloaded block is added back after its range's
+//   segment_unmap, since it stays the engine's at the same address) and forwards every event to the current recorder, if any.
 //   Every event also goes to the process's event listener, if one is set (event_listener.hpp).
 //   Swapping the recorder: store the pointer, then call engine::set_trace_sink(&observer) again.
 //   The engine reads wanted_ops() there too, so that call also switches block events on or off;

@@ -201,6 +201,8 @@ def scenario_a_tag_moves_its_blocks_whole_pages_and_nothing_else(torch, phaseall
     before = sim.counters() if sim else None
     out = phasealloc.offload(tag="adam")
     assert out["blocks"] == len(sizes) and out["kept_bytes"] == 0, out
+    owner = phasealloc.load().phasealloc_owner_device
+    assert [owner(t.data_ptr()) for _, t in tagged] == [0] * len(sizes), "offloaded blocks no longer phasealloc's"
     assert out["copied_bytes"] == sum(sizes), (out, sum(sizes))
     s = phasealloc.stats()
     assert s["offloaded_bytes.all.current"] == out["page_bytes"] > 0, (s["offloaded_bytes.all.current"], out)
