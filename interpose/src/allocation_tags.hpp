@@ -7,13 +7,16 @@
 //   (the phasealloc policy's tag pools) lets an offload move whole pages and keep nothing behind.
 // Approach: names are numbered from named_tag_base (phasealloc/types.hpp) in the order they are
 //   first asked for, process-wide (0 is "untagged"); the tag in force is per thread: the allocating thread's tag goes with each
-//   allocation. The hot path reads one thread-local word (initial-exec TLS: no call into the
-//   dynamic linker).
+//   allocation. The hot path reads one relaxed flag, and the thread-local word only once some thread
+//   set a tag; the word is in the default TLS model: the library
+//   is dlopen'ed (ctypes), where initial-exec TLS would take glibc's small static-TLS surplus and can
+//   make the load fail ("cannot allocate memory in static TLS block") when other libraries used it.
 // Limitations: allocations made on another thread (autograd's backward threads, a data loader's)
 //   carry that thread's tag, not the one set around the call that caused them; the phasealloc
 //   policy gives pools of their own to the first 15 names only (phasealloc_policy.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,14 +27,20 @@
 namespace phasealloc::interpose {
 
 namespace detail {
-[[gnu::tls_model("initial-exec")]] inline thread_local std::uint32_t thread_tag = 0;
+/// Whether any thread ever set a tag: until then the allocation path reads no thread-local.
+/// Relaxed is enough: a thread whose tag is not 0 set it itself, after its own store here.
+inline std::atomic<bool> tags_set{false};
+inline thread_local std::uint32_t thread_tag = 0;
 }  // namespace detail
 
 /// The tag the calling thread's allocations carry now (0: none).
-inline std::uint32_t current_tag() noexcept { return detail::thread_tag; }
+inline std::uint32_t current_tag() noexcept {
+  return detail::tags_set.load(std::memory_order_relaxed) ? detail::thread_tag : 0;
+}
 
 /// Makes `tag` the calling thread's tag; returns the one it replaces.
 inline std::uint32_t swap_tag(std::uint32_t tag) noexcept {
+  if (tag != 0) detail::tags_set.store(true, std::memory_order_relaxed);
   const std::uint32_t previous = detail::thread_tag;
   detail::thread_tag = tag;
   return previous;
