@@ -159,6 +159,8 @@ PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t coun
 /* The number of the tag `name`, numbered from 2^20 in the order names are first asked for, process-wide;
  * 0 when the name cannot be one (last error: empty, over 200 bytes, a control character). */
 PHASEALLOC_API uint32_t phasealloc_tag_id(const char* name);
+/* The number of `name` when phasealloc_tag_id numbered it, else 0 (a lookup: nothing is numbered). */
+PHASEALLOC_API uint32_t phasealloc_find_tag(const char* name);
 /* Makes `tag` (0: none) the tag of the calling thread's allocations; returns the one it replaces. */
 PHASEALLOC_API uint32_t phasealloc_set_thread_tag(uint32_t tag);
 /* phasealloc_offload / phasealloc_restore of every block on `device` that carries `tag` (not 0), under

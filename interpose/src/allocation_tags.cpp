@@ -40,6 +40,13 @@ result<std::uint32_t, std::string> tag_of(std::string_view name) {
   return named_tag_base + static_cast<std::uint32_t>(r.names.size() - 1);
 }
 
+std::uint32_t find_tag(std::string_view name) {
+  tag_names& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = std::find(r.names.begin(), r.names.end(), name);
+  return it == r.names.end() ? 0 : named_tag_base + static_cast<std::uint32_t>(it - r.names.begin());
+}
+
 std::string tag_name(std::uint32_t tag) {
   tag_names& r = registry();
   std::lock_guard lock(r.mutex);

@@ -50,6 +50,9 @@ inline std::uint32_t swap_tag(std::uint32_t tag) noexcept {
 /// over 200 bytes, or a control character in it).
 result<std::uint32_t, std::string> tag_of(std::string_view name);
 
+/// The number of `name` when a name was numbered so (0 when not: nothing is numbered here).
+std::uint32_t find_tag(std::string_view name);
+
 /// The name of tag `tag`, or an empty string when no name has that number.
 std::string tag_name(std::uint32_t tag);
 

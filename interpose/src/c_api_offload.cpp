@@ -111,4 +111,12 @@ PHASEALLOC_API uint32_t phasealloc_tag_id(const char* name) {
   return tag;
 }
 
+PHASEALLOC_API uint32_t phasealloc_find_tag(const char* name) {
+  try {
+    return name == nullptr ? 0 : find_tag(name);
+  } catch (...) {
+    return 0;  // out of host memory while comparing: no such tag
+  }
+}
+
 PHASEALLOC_API uint32_t phasealloc_set_thread_tag(uint32_t tag) { return swap_tag(tag); }

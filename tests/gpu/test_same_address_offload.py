@@ -216,6 +216,8 @@ def scenario_a_tag_moves_its_blocks_whole_pages_and_nothing_else(torch, phaseall
     back = phasealloc.restore(tag="adam")
     assert back["copied_bytes"] == sum(sizes), back
     assert phasealloc.restore(tag="never-used") == dict.fromkeys(FIELDS, 0)  # not every range
+    with phasealloc.tag("third") as third, phasealloc.tag("inner") as inner_number:
+        assert third == inner_number + 1, (third, inner_number)  # looking "never-used" up numbered nothing
     assert phasealloc.stats()["offloaded_bytes.all.current"] == inner_out["page_bytes"] + away["page_bytes"]
     for host, device_copy in tagged + plain + [inner]:
         assert torch.equal(device_copy.cpu(), host), "a %d-byte tensor differs" % host.numel()

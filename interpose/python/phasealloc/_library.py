@@ -77,6 +77,7 @@ def _declare(lib):
         "phasealloc_offload_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
         "phasealloc_restore_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
         "phasealloc_tag_id": (ctypes.c_uint32, [c_char_p]),
+        "phasealloc_find_tag": (ctypes.c_uint32, [c_char_p]),
         "phasealloc_set_thread_tag": (ctypes.c_uint32, [ctypes.c_uint32]),
         "phasealloc_set_pressure_handler": (None, [PRESSURE_HANDLER]),
         "phasealloc_last_error": (c_char_p, []),

@@ -13,12 +13,13 @@ Needs device:cuda_vmm on a CUDA 12.2+ driver (simcuda emulates it); elsewhere of
 PhaseallocError naming the device. Both calls return when the copies are done.
 
 Tensors allocated under `with phasealloc.tag("name"):` carry the tag: offload(tag="name") and
-restore(tag="name") move every block that carries it, and the phasealloc policy gives each tag pages
-of its own, so nothing of a tag stays behind (tensors allocated on other threads, such as autograd's
-backward, carry those threads' tags).
+restore(tag="name") move every block that carries it, and the phasealloc policy gives the first 15
+names pages of their own, so nothing of such a tag stays behind (tensors allocated on other threads,
+such as autograd's backward, carry those threads' tags). A name never given to phasealloc.tag()
+moves nothing.
 
-restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has no memory
-for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
+restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has
+no memory for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
 stay on the host, correct, and a later restore may succeed.
 """
 
@@ -96,7 +97,11 @@ def tag(name):
 
 
 def _call_tag(name, tag_name, device):
-    number = _tag_number(tag_name)
+    if not isinstance(tag_name, str):
+        raise PhaseallocError("phasealloc.offload/restore: a tag is named by a str, not %r" % (type(tag_name).__name__,))
+    number = load().phasealloc_find_tag(tag_name.encode())
+    if number == 0:  # never given to phasealloc.tag(): nothing carries it (looking it up numbers nothing)
+        return dict.fromkeys(FIELDS, 0)
     if device is None:
         import torch
 
