@@ -21,6 +21,12 @@ tag_names& registry() {
   return *names;
 }
 
+/// The number of `name` in `r` (its lock held), 0 when it has none.
+std::uint32_t number_locked(const tag_names& r, std::string_view name) {
+  const auto it = std::find(r.names.begin(), r.names.end(), name);
+  return it == r.names.end() ? 0 : named_tag_base + static_cast<std::uint32_t>(it - r.names.begin());
+}
+
 }  // namespace
 
 result<std::uint32_t, std::string> tag_of(std::string_view name) {
@@ -34,8 +40,7 @@ result<std::uint32_t, std::string> tag_of(std::string_view name) {
   }
   tag_names& r = registry();
   std::lock_guard lock(r.mutex);
-  const auto it = std::find(r.names.begin(), r.names.end(), name);
-  if (it != r.names.end()) return named_tag_base + static_cast<std::uint32_t>(it - r.names.begin());
+  if (const std::uint32_t known = number_locked(r, name)) return known;
   r.names.emplace_back(name);
   return named_tag_base + static_cast<std::uint32_t>(r.names.size() - 1);
 }
@@ -43,8 +48,7 @@ result<std::uint32_t, std::string> tag_of(std::string_view name) {
 std::uint32_t find_tag(std::string_view name) {
   tag_names& r = registry();
   std::lock_guard lock(r.mutex);
-  const auto it = std::find(r.names.begin(), r.names.end(), name);
-  return it == r.names.end() ? 0 : named_tag_base + static_cast<std::uint32_t>(it - r.names.begin());
+  return number_locked(r, name);
 }
 
 std::string tag_name(std::uint32_t tag) {

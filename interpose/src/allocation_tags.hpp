@@ -6,11 +6,12 @@
 //   offloading a tag needs nothing but the tag, and a policy that gives each tag pages of its own
 //   (the phasealloc policy's tag pools) lets an offload move whole pages and keep nothing behind.
 // Approach: names are numbered from named_tag_base (phasealloc/types.hpp) in the order they are
-//   first asked for, process-wide (0 is "untagged"); the tag in force is per thread: the allocating thread's tag goes with each
-//   allocation. The hot path reads one relaxed flag, and the thread-local word only once some thread
-//   set a tag; the word is in the default TLS model: the library
-//   is dlopen'ed (ctypes), where initial-exec TLS would take glibc's small static-TLS surplus and can
-//   make the load fail ("cannot allocate memory in static TLS block") when other libraries used it.
+//   first asked for, process-wide (0 is "untagged"); the tag in force is per thread, and the
+//   allocating thread's tag goes with each allocation. The hot path reads one relaxed flag, and the
+//   thread-local word only once some thread set a tag. The word is in the default TLS model: the
+//   library is dlopen'ed (ctypes), where initial-exec TLS would take glibc's small static-TLS
+//   surplus and can make the load fail ("cannot allocate memory in static TLS block") when other
+//   libraries used it up.
 // Limitations: allocations made on another thread (autograd's backward threads, a data loader's)
 //   carry that thread's tag, not the one set around the call that caused them; the phasealloc
 //   policy gives pools of their own to the first 15 names only (phasealloc_policy.hpp).
@@ -46,8 +47,8 @@ inline std::uint32_t swap_tag(std::uint32_t tag) noexcept {
   return previous;
 }
 
-/// The number of `name` (numbered from named_tag_base on first use), or why it cannot be a tag name (empty,
-/// over 200 bytes, or a control character in it).
+/// The number of `name` (numbered from named_tag_base on first use), or why it cannot be a tag name
+/// (empty, over 200 bytes, or a control character in it).
 result<std::uint32_t, std::string> tag_of(std::string_view name);
 
 /// The number of `name` when a name was numbered so (0 when not: nothing is numbered here).

@@ -74,10 +74,14 @@ def _status(status, out):
     return done
 
 
-def _tag_number(name):
+def _name_bytes(name, what):
     if not isinstance(name, str):
-        raise PhaseallocError("phasealloc.tag: a tag is named by a str, not %r" % (type(name).__name__,))
-    number = load().phasealloc_tag_id(name.encode())
+        raise PhaseallocError("%s: a tag is named by a str, not %r" % (what, type(name).__name__))
+    return name.encode()
+
+
+def _tag_number(name):
+    number = load().phasealloc_tag_id(_name_bytes(name, "phasealloc.tag"))
     if number == 0:
         raise PhaseallocError(last_error())
     return number
@@ -97,9 +101,7 @@ def tag(name):
 
 
 def _call_tag(name, tag_name, device):
-    if not isinstance(tag_name, str):
-        raise PhaseallocError("phasealloc.offload/restore: a tag is named by a str, not %r" % (type(tag_name).__name__,))
-    number = load().phasealloc_find_tag(tag_name.encode())
+    number = load().phasealloc_find_tag(_name_bytes(tag_name, "phasealloc.offload/restore"))
     if number == 0:  # never given to phasealloc.tag(): nothing carries it (looking it up numbers nothing)
         return dict.fromkeys(FIELDS, 0)
     if device is None:
