@@ -17,7 +17,9 @@
 //     one free block (nothing pending) leaves with the run: that free memory becomes offloaded_free
 //     (not copied). What the run holds outside those pages stays, and is counted
 //     (offload_kept_bytes): a tagged region (a tag's pool) gives its blocks pages of their own, so
-//     nothing stays. offload_tagged names every allocated block carrying a tag.
+//     nothing stays. offload_tagged names every allocated block carrying a tag. A device that
+//     mapped part of the range in a larger handle (cuda_vmm restores in chunks) trims it to the
+//     handles it covers whole (device::unmap_span); a page release does the same.
 //   - Books: an offloaded range stays mapped (mapped_bytes) but is not reserved: reserved_bytes is
 //     the device's memory, offloaded_bytes the host's. The trace and the event listener see an
 //     offload as a segment_unmap and a restore as a segment_map of the range, so whoever follows
@@ -181,8 +183,13 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     const bool head_free = head_page < first->addr && free_and_idle(free_before) && free_before->addr <= head_page;
     const bool tail_free =
         run_end < tail_page && free_and_idle(free_after) && free_after->addr + free_after->bytes >= tail_page;
-    const device_address lo = head_free ? head_page : seg->addr + round_up(first->addr - seg->addr, page);
-    const device_address hi = tail_free ? tail_page : seg->addr + (run_end - seg->addr) / page * page;
+    device_address lo = head_free ? head_page : seg->addr + round_up(first->addr - seg->addr, page);
+    device_address hi = tail_free ? tail_page : seg->addr + (run_end - seg->addr) / page * page;
+    if (hi > lo) {  // a restored range's chunks leave whole or stay whole (device::unmap_span)
+      const byte_range span = device_.unmap_span(lo, hi);
+      lo = span.addr;
+      hi = span.addr + span.bytes;
+    }
     std::size_t kept_bytes = 0;  // of the run's blocks, outside [lo, hi)
     for (const block* b = first;; b = b->next) {
       const device_address from = std::max(b->addr, lo);

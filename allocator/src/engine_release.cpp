@@ -98,10 +98,16 @@ std::size_t engine_impl::unmap_block_pages(block* b, std::size_t limit_bytes) {
   const device_address hi = seg->addr + (b->addr + b->bytes - seg->addr) / page * page;
   if (hi <= lo) return 0;
   if (limit_bytes < hi - lo) lo = hi - round_up(limit_bytes, page);
+  // A device that mapped part of the block in a handle larger than a page (a restored range)
+  // unmaps that handle whole or not at all.
+  const byte_range span = device_.unmap_span(lo, hi);
+  if (span.bytes == 0) return 0;
+  lo = span.addr;
+  const device_address hi_unmapped = span.addr + span.bytes;
   pools_[seg->pool].erase(b);
   // Carve b into [head free][mid unmapped][tail free]; head and tail go back to the pool.
   block* head = lo > b->addr ? split_front(b, lo - b->addr) : nullptr;
-  block* mid = hi < b->addr + b->bytes ? split_front(b, hi - lo) : b;
+  block* mid = hi_unmapped < b->addr + b->bytes ? split_front(b, hi_unmapped - lo) : b;
   block* tail = mid != b ? b : nullptr;
   const errc e = device_.unmap(mid->addr, mid->bytes);
   PHASEALLOC_CHECK(e == errc::ok, "device '{}' refused to unmap [{:#x}, +{}): {}", device_.name(), mid->addr,

@@ -132,6 +132,40 @@ def scenario_the_host_memory_is_reused_across_cycles(torch, phasealloc):
     return creates
 
 
+def scenario_a_restored_range_moves_in_chunks_and_is_released_in_them(torch, phasealloc):
+    """A restore brings a range back in 64 MiB handles (a few VMM calls per GiB, not two per 2 MiB
+    page); once its tensor is freed and part of it reused, empty_cache gives back the chunks that are
+    wholly free and keeps the one still partly in use, whole (the driver unmaps a handle whole); an
+    offload of blocks in such a range leaves with the chunks they cover whole."""
+    sim = _simulator()
+    g = torch.Generator().manual_seed(5)
+    host, x = _random_tensor(torch, 256 * MIB, g)
+    phasealloc.offload(x)
+    before = sim.counters() if sim else None
+    phasealloc.restore(x)
+    if sim:
+        after = sim.counters()
+        calls = sum(after[k] - before[k] for k in ("vmm_creates", "vmm_maps", "vmm_unmaps"))
+        # 4 chunks made and mapped, the host mapping and the staging one unmapped, one staging map.
+        assert calls == 4 + 4 + 2 + 1, (before, after)
+    assert torch.equal(x.cpu(), host)
+    del x, host
+    y = torch.ones(100 * MIB, dtype=torch.uint8, device="cuda")  # chunks 0 and 1 (in part)
+    # An offload leaves whole chunks only: chunk 0; y's 36 MiB in chunk 1 stay on the GPU.
+    out = phasealloc.offload(y)
+    assert (out["page_bytes"], out["kept_bytes"]) == (64 * MIB, 36 * MIB), out
+    phasealloc.restore(y)
+    reserved = phasealloc.stats()["reserved_bytes.all.current"]
+    torch.cuda.empty_cache()
+    released = reserved - phasealloc.stats()["reserved_bytes.all.current"]
+    assert released == 128 * MIB, released  # chunks 2 and 3; chunk 1's free 28 MiB stays with it
+    assert bool((y == 1).all())
+    del y
+    torch.cuda.empty_cache()
+    assert phasealloc.stats()["reserved_bytes.all.current"] == 0, phasealloc.stats()
+    return released
+
+
 def scenario_ipc_export_of_an_offloaded_tensor(torch, phasealloc):
     """Exporting an offloaded storage (what torch.multiprocessing does) moves its bytes, read over the
     link, to PyTorch's allocator; phasealloc's block is freed while away and its host memory goes."""
@@ -278,6 +312,10 @@ if pytest is not None and __name__ != "__main__":
     def test_the_host_memory_is_reused_across_cycles():
         _sim_only()
         run(__file__, "the_host_memory_is_reused_across_cycles", sim_gpu=None, native=False, conf=CONF, bridge="c10")
+
+    def test_a_restored_range_moves_in_chunks_and_is_released_in_them():
+        run(__file__, "a_restored_range_moves_in_chunks_and_is_released_in_them", sim_gpu=None, native=False,
+            conf=CONF, bridge="c10")
 
     def test_ipc_export_of_an_offloaded_tensor_keeps_its_bytes():
         run(__file__, "ipc_export_of_an_offloaded_tensor", sim_gpu=None, native=False, conf=CONF, bridge="c10")

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "phasealloc/devices/cuda_vmm_device.hpp"
+#include "simcuda/introspect.h"
 
 namespace phasealloc {
 namespace {
@@ -163,10 +164,65 @@ TEST_F(CudaVmmOffload, TheHostMemoryOfOneCycleServesTheNext) {
     EXPECT_EQ(dev_->host_held_bytes(), bytes) << cycle;  // kept for the next cycle
   }
   // A smaller range is served by the kept handle too.
-  ASSERT_EQ(dev_->offload(base, page_, {}, {}), errc::ok) << dev_->last_failure();
+  const device_address other = mapped(1);
+  ASSERT_EQ(dev_->offload(other, page_, {}, {}), errc::ok) << dev_->last_failure();
   EXPECT_EQ(dev_->host_held_bytes(), bytes);
-  EXPECT_EQ(dev_->unmap(base, page_), errc::ok);
-  EXPECT_EQ(dev_->unmap(base + page_, page_), errc::ok);
+  EXPECT_EQ(dev_->unmap(other, page_), errc::ok);
+  EXPECT_EQ(dev_->release(other, page_), errc::ok);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
+/// simcuda's cuMemCreate + cuMemMap + cuMemUnmap calls so far, or -1 on a GPU.
+long long simulated_vmm_calls() {
+  using fn = int (*)(simcuda_counters*, std::size_t);
+  static const auto get = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "simcuda_get_counters"));
+  simcuda_counters c{};
+  if (get == nullptr || get(&c, sizeof c) != 0) return -1;
+  return static_cast<long long>(c.vmm_creates + c.vmm_maps + c.vmm_unmaps);
+}
+
+TEST_F(CudaVmmOffload, ARestoredRangeComesBackInChunksThatAreUnmappedWhole) {
+  dev_.reset();
+  dev_ = cuda_vmm_device::create(0, {.restore_chunk_bytes = 2 * page_}).value();
+  const std::size_t pages = 5;  // chunks of 2, 2 and 1 pages
+  const device_address base = mapped(pages);
+  const std::size_t bytes = pages * page_;
+  const auto contents = random_bytes(bytes, 11);
+  write(base, contents);
+  const std::vector<byte_range> live{{base, bytes}};
+  ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  const long long calls_before = simulated_vmm_calls();
+  ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  if (calls_before >= 0) {
+    // 3 handles made and mapped, the host mapping and the staging one unmapped; one staging map.
+    EXPECT_EQ(simulated_vmm_calls() - calls_before, 3 + 3 + 2 + 1);
+  }
+  EXPECT_EQ(read(base, bytes), contents);
+  // unmap_span trims a range to the chunks it covers whole.
+  const auto span = [&](std::size_t lo_page, std::size_t hi_page) {
+    const byte_range r = dev_->unmap_span(base + lo_page * page_, base + hi_page * page_);
+    return std::pair<std::size_t, std::size_t>((r.addr - base) / page_, r.bytes / page_);
+  };
+  using pages_at = std::pair<std::size_t, std::size_t>;  // (first page, pages)
+  EXPECT_EQ(span(0, 5), pages_at(0, 5));
+  EXPECT_EQ(span(1, 5), pages_at(2, 3));
+  EXPECT_EQ(span(0, 3), pages_at(0, 2));
+  EXPECT_EQ(span(1, 3).second, 0u);
+  EXPECT_EQ(dev_->unmap(base + page_, 2 * page_), errc::invalid_argument);  // cuts two chunks
+  EXPECT_EQ(dev_->offload(base, page_, {}, {}), errc::invalid_argument);    // cuts one
+  EXPECT_EQ(dev_->mapped_bytes(), bytes);
+  EXPECT_EQ(dev_->unmap(base + 2 * page_, 2 * page_), errc::ok);  // a whole chunk
+  EXPECT_EQ(dev_->mapped_bytes(), 3 * page_);
+  EXPECT_EQ(read(base, 2 * page_), std::vector<std::uint8_t>(contents.begin(), contents.begin() + 2 * page_));
+  // A chunk offloaded again leaves whole; the rest unmapped with the reservation.
+  const std::vector<byte_range> head{{base, 2 * page_}};
+  ASSERT_EQ(dev_->offload(base, 2 * page_, head, {}), errc::ok) << dev_->last_failure();
+  ASSERT_EQ(dev_->restore(base, 2 * page_, head, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(read(base, 2 * page_), std::vector<std::uint8_t>(contents.begin(), contents.begin() + 2 * page_));
+  EXPECT_EQ(dev_->unmap(base, 2 * page_), errc::ok);
+  EXPECT_EQ(dev_->unmap(base + 4 * page_, page_), errc::ok);
+  EXPECT_EQ(dev_->mapped_bytes(), 0u);
   EXPECT_EQ(dev_->release(base, bytes), errc::ok);
 }
 

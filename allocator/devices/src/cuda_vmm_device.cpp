@@ -243,6 +243,7 @@ result<std::unique_ptr<cuda_vmm_device>> cuda_vmm_device::create_with_driver(con
     }
     s->page_bytes = page;
   }
+  s->restore_chunk_pages = std::max<std::size_t>(1, options.restore_chunk_bytes / s->page_bytes);
   std::size_t total_bytes = 0;
   r = api.device_total_mem(&total_bytes, dev);
   if (r != CUDA_SUCCESS) {
@@ -277,8 +278,8 @@ cuda_vmm_device::~cuda_vmm_device() {
     for (const auto& kept : s.idle_hosts) (void)s.api.mem_release(kept.handle);
     if (s.copy_stream != nullptr) (void)s.api.stream_destroy(s.copy_stream);
     for (auto& [base, res] : s.reservations) {
-      for (std::size_t i = 0; i < res.pages.size(); ++i) {
-        if (res.pages[i].mapped && !res.pages[i].host) s.drop_page(res.pages[i], base + i * s.page_bytes);
+      for (std::size_t i = 0; i < res.pages.size();) {
+        i += res.pages[i].mapped && !res.pages[i].host ? s.drop_unit(res, base, i) : 1;
       }
       (void)s.api.mem_address_free(to_ptr(base), res.size_bytes);
     }
@@ -350,14 +351,14 @@ errc cuda_vmm_device::map(device_address addr, std::size_t bytes) noexcept {
       err = s.failed(r, fmt::format("cuMemMap({:#x}, {})", at, s.page_bytes));
       break;
     }
-    res->pages[first + done] = state::page{.handle = handle, .mapped = true};
+    state::set_unit(*res, first + done, 1, handle);
   }
   if (err == errc::ok) {
     const CUresult r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemSetAccess({:#x}, {})", addr, bytes));
   }
   if (err != errc::ok) {
-    for (std::size_t i = 0; i < done; ++i) s.drop_page(res->pages[first + i], addr + i * s.page_bytes);
+    for (std::size_t i = 0; i < done; ++i) (void)s.drop_unit(*res, addr - first * s.page_bytes, first + i);
     return err;
   }
   res->mapped_pages += count;
@@ -406,39 +407,69 @@ errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
   if (s.host_runs.contains(addr)) return s.unmap_host_run(addr, bytes);
   std::size_t first = 0;
   state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
-  if (res == nullptr) return errc::invalid_argument;
   const std::size_t count = bytes / s.page_bytes;
-
+  if (res == nullptr || !state::whole_units(*res, first, count)) return errc::invalid_argument;
   scoped_context ctx(s.api, s.ctx);
-  // Unmap every page before releasing any handle, so a failure can be undone with the same handles.
-  std::size_t done = 0;
-  for (; done < count; ++done) {
-    const device_address at = addr + done * s.page_bytes;
-    const CUresult r = s.api.mem_unmap(to_ptr(at), s.page_bytes);
-    if (r == CUDA_SUCCESS) continue;
-    const errc err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {})", at, s.page_bytes));
-    for (std::size_t i = 0; i < done; ++i) {
-      state::page& p = res->pages[first + i];
-      const device_address back = addr + i * s.page_bytes;
-      if (s.api.mem_map(to_ptr(back), s.page_bytes, 0, p.handle, 0) == CUDA_SUCCESS &&
-          s.api.mem_set_access(to_ptr(back), s.page_bytes, s.access.data(), s.access.size()) == CUDA_SUCCESS) {
-        continue;
-      }
-      s.drop_page(p, back);  // could not restore it: the books say unmapped, as the driver does
-      --res->mapped_pages;
-      s.mapped_bytes -= s.page_bytes;
-    }
-    return err;
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    state::page& p = res->pages[first + i];
-    const CUresult r = s.api.mem_release(p.handle);
-    if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease (handle leaked)");
-    p = state::page{};
-  }
+  if (const errc e = s.unmap_units(*res, addr - first * s.page_bytes, first, count); e != errc::ok) return e;
   res->mapped_pages -= count;
   s.mapped_bytes -= bytes;
   return errc::ok;
+}
+
+errc cuda_vmm_device::state::unmap_units(reservation& res, device_address base, std::size_t first,
+                                         std::size_t count) {
+  // Unmap every mapping before releasing any handle, so a failure can be undone with the same handles.
+  const std::size_t end = first + count;
+  std::size_t i = first;
+  for (; i < end; i += res.pages[i].unit_pages) {
+    const device_address at = base + i * page_bytes;
+    const std::size_t bytes = res.pages[i].unit_pages * page_bytes;
+    const CUresult r = api.mem_unmap(to_ptr(at), bytes);
+    if (r == CUDA_SUCCESS) continue;
+    const errc err = failed(r, fmt::format("cuMemUnmap({:#x}, {})", at, bytes));
+    for (std::size_t j = first; j < i;) {
+      const page& p = res.pages[j];
+      const device_address back = base + j * page_bytes;
+      const std::size_t n = p.unit_pages;
+      if (api.mem_map(to_ptr(back), n * page_bytes, 0, p.handle, 0) != CUDA_SUCCESS ||
+          api.mem_set_access(to_ptr(back), n * page_bytes, access.data(), access.size()) != CUDA_SUCCESS) {
+        // Could not map it back: the books say unmapped, as the driver does.
+        (void)api.mem_release(p.handle);
+        for (std::size_t k = j; k < j + n; ++k) res.pages[k] = page{};
+        res.mapped_pages -= n;
+        mapped_bytes -= n * page_bytes;
+      }
+      j += n;
+    }
+    return err;
+  }
+  for (i = first; i < end;) {
+    const std::size_t n = res.pages[i].unit_pages;
+    const CUresult r = api.mem_release(res.pages[i].handle);
+    if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease (handle leaked)");
+    for (std::size_t k = i; k < i + n; ++k) res.pages[k] = page{};
+    i += n;
+  }
+  return errc::ok;
+}
+
+byte_range cuda_vmm_device::unmap_span(device_address lo, device_address hi) const noexcept {
+  if (hi <= lo) return {lo, 0};
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  std::size_t first = 0;
+  const state::reservation* res = s.find_range(lo, hi - lo, first);
+  if (res == nullptr || lo % s.page_bytes != 0 || hi % s.page_bytes != 0) return {lo, hi - lo};  // unmap() answers
+  const device_address base = lo - first * s.page_bytes;
+  std::size_t end = first + (hi - lo) / s.page_bytes;
+  const state::page& head = res->pages[first];
+  if (head.mapped && !head.host && head.unit_index != 0) first += head.unit_pages - head.unit_index;
+  if (first < end) {
+    const state::page& tail = res->pages[end - 1];
+    if (tail.mapped && !tail.host && tail.unit_index + 1 != tail.unit_pages) end -= tail.unit_index + 1;
+  }
+  if (first >= end) return {lo, 0};
+  return {base + first * s.page_bytes, (end - first) * s.page_bytes};
 }
 
 errc cuda_vmm_device::state::unmap_host_run(device_address addr, std::size_t bytes) {

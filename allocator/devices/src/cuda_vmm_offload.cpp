@@ -25,8 +25,12 @@
 //   - Books: a host-backed page is mapped but `host`; the run's handle is in host_runs. mapped_bytes
 //     counts device memory only; host_bytes the host memory behind runs; moved the copies' bytes.
 // Limitations
-//   - A restore maps one device handle per page (cuMemCreate + cuMemMap each), as map() does, so
-//     that page-granular release keeps working afterwards: about 2 driver calls per page.
+//   - A restore makes one device handle per chunk of up to restore_chunk_bytes (64 MiB: about 32
+//     driver calls per GiB, where a handle per page took 1,024), mapped whole. The driver unmaps a
+//     mapping whole or not at all, so such a range is released in chunks afterwards: unmap_span
+//     trims a release to the chunks it covers, and the engine releases only that (the rest of a
+//     chunk stays reserved, counted, until the whole chunk is free). An offload of memory that
+//     map() made still unmaps and releases it a page at a time (2 calls per page).
 //   - The addresses are unmapped for the instant between removing one mapping and adding the
 //     other: work on another stream that touches the range then (it should not: `after` names the
 //     streams that used it) faults, as it would on any remap.
@@ -191,8 +195,10 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
   std::lock_guard lock(s.mutex);
   std::size_t first = 0;
   state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
-  if (res == nullptr || !ranges_inside(live, addr, bytes)) return errc::invalid_argument;
   const std::size_t count = bytes / s.page_bytes;
+  if (res == nullptr || !state::whole_units(*res, first, count) || !ranges_inside(live, addr, bytes)) {
+    return errc::invalid_argument;
+  }
   scoped_context ctx(s.api, s.ctx);
 
   CUmemGenericAllocationHandle host = 0;
@@ -211,10 +217,11 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
     s.keep_host_handle(host, host_bytes);
     return err;
   }
-  // Device pages out (handles kept until the host mapping is in), host memory in.
-  std::size_t done = 0;
-  for (; done < count; ++done) {
-    r = s.api.mem_unmap(to_ptr(addr + done * s.page_bytes), s.page_bytes);
+  // Device mappings out (handles kept until the host mapping is in), host memory in.
+  const device_address base = addr - first * s.page_bytes;
+  std::size_t done = first;  // pages of the range unmapped so far, from its first
+  for (; done < first + count; done += res->pages[done].unit_pages) {
+    r = s.api.mem_unmap(to_ptr(base + done * s.page_bytes), res->pages[done].unit_pages * s.page_bytes);
     if (r != CUDA_SUCCESS) break;
   }
   if (r == CUDA_SUCCESS) {
@@ -226,19 +233,21 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
   }
   if (r != CUDA_SUCCESS) {
     err = s.failed(r, fmt::format("moving [{:#x}, +{}) to host memory", addr, bytes));
-    for (std::size_t i = 0; i < done; ++i) {  // the device pages back, with their contents
-      const device_address back = addr + i * s.page_bytes;
-      (void)s.api.mem_map(to_ptr(back), s.page_bytes, 0, res->pages[first + i].handle, 0);
-      (void)s.api.mem_set_access(to_ptr(back), s.page_bytes, s.access.data(), s.access.size());
+    for (std::size_t i = first; i < done; i += res->pages[i].unit_pages) {  // the device pages back, contents intact
+      const device_address back = base + i * s.page_bytes;
+      const std::size_t unit_bytes = res->pages[i].unit_pages * s.page_bytes;
+      (void)s.api.mem_map(to_ptr(back), unit_bytes, 0, res->pages[i].handle, 0);
+      (void)s.api.mem_set_access(to_ptr(back), unit_bytes, s.access.data(), s.access.size());
     }
     s.keep_host_handle(host, host_bytes);
     return err;
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    state::page& p = res->pages[first + i];
-    r = s.api.mem_release(p.handle);
+  for (std::size_t i = first; i < first + count;) {
+    const std::size_t n = res->pages[i].unit_pages;
+    r = s.api.mem_release(res->pages[i].handle);
     if (r != CUDA_SUCCESS) (void)s.failed(r, "cuMemRelease (handle leaked)");
-    p = state::page{.handle = 0, .mapped = true, .host = true};
+    for (std::size_t k = i; k < i + n; ++k) res->pages[k] = state::page{.handle = 0, .mapped = true, .host = true};
+    i += n;
   }
   s.host_runs[addr] = state::host_run{.handle = host, .bytes = bytes, .handle_bytes = host_bytes};
   s.mapped_bytes -= bytes;
@@ -264,13 +273,22 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
   const CUmemGenericAllocationHandle host = run->second.handle;
   scoped_context ctx(s.api, s.ctx);
 
-  // Device pages first: out of memory here changes nothing.
-  std::vector<CUmemGenericAllocationHandle> handles(count, 0);
-  for (std::size_t i = 0; i < count; ++i) {
-    const CUresult r = s.api.mem_create(&handles[i], s.page_bytes, &s.prop, 0);
-    if (r == CUDA_SUCCESS) continue;
-    const errc err = s.failed(r, fmt::format("cuMemCreate({}) to restore [{:#x}, +{})", s.page_bytes, addr, bytes));
-    for (std::size_t j = 0; j < i; ++j) (void)s.api.mem_release(handles[j]);
+  // Device memory first, in chunks of up to restore_chunk_pages (one handle and one mapping each):
+  // out of memory here changes nothing.
+  std::vector<CUmemGenericAllocationHandle> handles;  // chunk k covers pages [k * chunk, ...)
+  const std::size_t chunk = s.restore_chunk_pages;
+  const auto chunk_pages = [&](std::size_t k) { return std::min(chunk, count - k * chunk); };
+  handles.reserve((count + chunk - 1) / chunk);
+  for (std::size_t k = 0; k * chunk < count; ++k) {
+    CUmemGenericAllocationHandle h = 0;
+    const std::size_t chunk_bytes = chunk_pages(k) * s.page_bytes;
+    const CUresult r = s.api.mem_create(&h, chunk_bytes, &s.prop, 0);
+    if (r == CUDA_SUCCESS) {
+      handles.push_back(h);
+      continue;
+    }
+    const errc err = s.failed(r, fmt::format("cuMemCreate({}) to restore [{:#x}, +{})", chunk_bytes, addr, bytes));
+    for (const CUmemGenericAllocationHandle made : handles) (void)s.api.mem_release(made);
     return err;
   }
   errc err = errc::ok;
@@ -291,16 +309,18 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
     drop_handles();
     return err;
   }
-  std::size_t done = 0;
-  for (; done < count; ++done) {
-    r = s.api.mem_map(to_ptr(addr + done * s.page_bytes), s.page_bytes, 0, handles[done], 0);
+  std::size_t done = 0;  // chunks mapped
+  for (; done < handles.size(); ++done) {
+    r = s.api.mem_map(to_ptr(addr + done * chunk * s.page_bytes), chunk_pages(done) * s.page_bytes, 0, handles[done], 0);
     if (r != CUDA_SUCCESS) break;
   }
   if (r == CUDA_SUCCESS) r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
   if (r == CUDA_SUCCESS) err = copy_live(s, addr, staging, addr, live, {});
   if (r != CUDA_SUCCESS || err != errc::ok) {  // the host mapping back over the range: still correct
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("mapping device pages at [{:#x}, +{})", addr, bytes));
-    for (std::size_t i = 0; i < done; ++i) (void)s.api.mem_unmap(to_ptr(addr + i * s.page_bytes), s.page_bytes);
+    for (std::size_t k = 0; k < done; ++k) {
+      (void)s.api.mem_unmap(to_ptr(addr + k * chunk * s.page_bytes), chunk_pages(k) * s.page_bytes);
+    }
     (void)s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
     (void)s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
     unmap_staging(s, staging, bytes);
@@ -310,7 +330,7 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
   unmap_staging(s, staging, bytes);
   const std::size_t host_bytes = run->second.handle_bytes;
   s.keep_host_handle(host, host_bytes);  // the next offload copies into memory already in place
-  for (std::size_t i = 0; i < count; ++i) res->pages[first + i] = state::page{.handle = handles[i], .mapped = true};
+  for (std::size_t k = 0; k < handles.size(); ++k) state::set_unit(*res, first + k * chunk, chunk_pages(k), handles[k]);
   s.host_runs.erase(run);
   s.host_bytes -= bytes;
   s.run_handle_bytes -= host_bytes;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -65,10 +66,16 @@ class scoped_context {
 }  // namespace detail::vmm
 
 struct cuda_vmm_device::state {
+  /// A page of a reservation. A mapped device page belongs to one mapping of one physical handle:
+  /// map() makes a handle per page, restore() one per chunk of up to restore_chunk_bytes (fewer
+  /// driver calls per GiB). A mapping is unmapped whole or not at all (the driver's rule), so every
+  /// page of a chunk names the chunk's handle, its size and its place in it.
   struct page {
     CUmemGenericAllocationHandle handle = 0;  ///< 0 for a host-backed page (its run holds the handle)
     bool mapped = false;
     bool host = false;  ///< mapped to host-located memory by an offload (cuda_vmm_offload.cpp)
+    std::uint32_t unit_pages = 1;  ///< pages of the mapping this page is in
+    std::uint32_t unit_index = 0;  ///< this page's place in it (0: the mapping starts here)
   };
   /// An offloaded range: one host-located handle mapped over it at its own addresses (the handle
   /// may be larger: one kept from an earlier offload).
@@ -105,6 +112,7 @@ struct cuda_vmm_device::state {
   std::vector<idle_host> idle_hosts;     ///< oldest first
   std::size_t idle_host_bytes = 0;
   std::size_t host_cache_bytes = 0;      ///< options.host_cache_bytes
+  std::size_t restore_chunk_pages = 1;   ///< options.restore_chunk_bytes in pages
   std::size_t run_handle_bytes = 0;      ///< the handles behind host_runs
   device::moved_bytes moved;
   CUstream copy_stream = nullptr;  ///< made at the first offload
@@ -145,12 +153,39 @@ struct cuda_vmm_device::state {
     return res;
   }
 
-  /// Unmaps and releases one page, ignoring errors (rollback and teardown only).
-  void drop_page(page& p, device_address at) {
-    (void)api.mem_unmap(detail::vmm::to_ptr(at), page_bytes);
-    (void)api.mem_release(p.handle);
-    p = page{};
+  /// Whether pages [first, first+count) of `res` are whole mappings (no mapping starts before
+  /// first or ends after first+count).
+  static bool whole_units(const reservation& res, std::size_t first, std::size_t count) {
+    if (count == 0) return true;
+    const page& head = res.pages[first];
+    const page& tail = res.pages[first + count - 1];
+    return head.unit_index == 0 && tail.unit_index + 1 == tail.unit_pages;
   }
+
+  /// Unmaps and releases the mapping at page `i` of the reservation at `base`, ignoring errors
+  /// (rollback and teardown only); answers its pages.
+  std::size_t drop_unit(reservation& res, device_address base, std::size_t i) {
+    const std::size_t n = res.pages[i].unit_pages;
+    (void)api.mem_unmap(detail::vmm::to_ptr(base + i * page_bytes), n * page_bytes);
+    (void)api.mem_release(res.pages[i].handle);
+    for (std::size_t k = i; k < i + n; ++k) res.pages[k] = page{};
+    return n;
+  }
+
+  /// Books pages [first, first+n) as one mapping of `handle` to device memory.
+  static void set_unit(reservation& res, std::size_t first, std::size_t n, CUmemGenericAllocationHandle handle) {
+    for (std::size_t k = 0; k < n; ++k) {
+      res.pages[first + k] = page{.handle = handle,
+                                  .mapped = true,
+                                  .unit_pages = static_cast<std::uint32_t>(n),
+                                  .unit_index = static_cast<std::uint32_t>(k)};
+    }
+  }
+
+  /// Unmaps the mappings of pages [first, first+count) (whole mappings: whole_units), then
+  /// releases their handles, all or nothing: a failed unmap maps back what this call unmapped.
+  /// Books them unmapped; mapped_bytes and mapped_pages are the caller's.
+  errc unmap_units(reservation& res, device_address base, std::size_t first, std::size_t count);
 
   /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host-located
   /// handle kept for reuse or released. Under `mutex`.

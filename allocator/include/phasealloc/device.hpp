@@ -102,6 +102,13 @@ class device {
   /// reachable once the runtime enabled peer access, so such devices have nothing to do (ok).
   virtual errc grant_peer_access(int /*peer*/) noexcept { return errc::ok; }
 
+  /// The widest [a, b) inside page-aligned [lo, hi) that unmap() may name now. A device whose
+  /// physical mappings are all one page answers [lo, hi); one that maps some ranges in larger
+  /// handles (cuda_vmm after a restore) trims the edges that would cut one (bytes 0: none fits).
+  virtual byte_range unmap_span(device_address lo, device_address hi) const noexcept {
+    return byte_range{lo, hi > lo ? hi - lo : 0};
+  }
+
   /// Bytes of memory the device could still map (or cudaMalloc) now.
   virtual std::size_t free_bytes() const noexcept = 0;
 

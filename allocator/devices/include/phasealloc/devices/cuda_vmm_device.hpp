@@ -1,5 +1,6 @@
 // cuda_vmm_device: the CUDA virtual memory management API (cuMemAddressReserve / cuMemCreate /
-// cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree), page-granular.
+// cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree), page-granular
+// (restored ranges in chunks: unmap_span).
 //
 // caps(): has_virtual_reserve = true, has_partial_unmap = true. reserve() takes address space
 // only; map() backs any page-aligned subrange of a reservation with one physical handle per page;
@@ -38,6 +39,11 @@ struct cuda_vmm_options {
   /// memory is slow to take: the next offload copies into memory already in place). Beyond it the
   /// oldest kept handles are released. 0 keeps none.
   std::size_t host_cache_bytes = 16 * gib;
+  /// Largest physical handle a restore makes (rounded down to whole pages, at least one): a
+  /// restored range comes back in handles of this size, one cuMemCreate + cuMemMap each, instead
+  /// of one per page, and is unmapped in them (unmap_span). 64 MiB: about 32 driver calls per GiB
+  /// each way.
+  std::size_t restore_chunk_bytes = 64 * mib;
 };
 
 class cuda_vmm_device final : public device {
@@ -72,9 +78,13 @@ class cuda_vmm_device final : public device {
   /// Per page cuMemCreate + cuMemMap, then one cuMemSetAccess. All or nothing: on a failure the
   /// pages this call mapped are unmapped and released again. CUDA_ERROR_OUT_OF_MEMORY -> out_of_memory.
   errc map(device_address addr, std::size_t bytes) noexcept override;
-  /// Per page cuMemUnmap, then cuMemRelease of its handle. Does not synchronize: the engine calls
-  /// synchronize() first when streams may still touch the memory (unlike cudaFree, cuMemUnmap does not wait).
+  /// cuMemUnmap of each mapping in the range (a page's, or a restored chunk's: the range must hold
+  /// whole ones, see unmap_span), then cuMemRelease of its handle. Does not synchronize: the engine
+  /// calls synchronize() first when streams may still touch the memory (unlike cudaFree, cuMemUnmap
+  /// does not wait).
   errc unmap(device_address addr, std::size_t bytes) noexcept override;
+  /// [lo, hi) trimmed inward to the edges of the restored chunks it cuts.
+  byte_range unmap_span(device_address lo, device_address hi) const noexcept override;
   std::size_t free_bytes() const noexcept override;  ///< cuMemGetInfo's free.
 
   result<event_id> create_event() noexcept override;
