@@ -248,10 +248,24 @@ void* bridge_allocator::raw_alloc_with_stream(std::size_t bytes, cudaStream_t st
   try {
     std::lock_guard lock(raw_mutex_);
     raw_owner_[ptr] = native_owns ? -1 : device;
+    if (!native_owns && t_in_native != 0) {  // native's segment for a pool around the bridge
+      lent_[reinterpret_cast<std::uintptr_t>(ptr)] = bytes;
+      lent_count_.store(lent_.size(), std::memory_order_relaxed);
+    }
   } catch (...) {
-    // Out of host memory for the map: raw_delete still finds the owner by address.
+    // Out of host memory for the maps: raw_delete still finds the owner by address.
   }
   return ptr;
+}
+
+int bridge_allocator::engine_owner(const void* ptr) {
+  if (lent_count_.load(std::memory_order_relaxed) != 0) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    std::lock_guard lock(raw_mutex_);
+    auto it = lent_.upper_bound(addr);
+    if (it != lent_.begin() && addr < std::prev(it)->first + std::prev(it)->second) return -1;
+  }
+  return phasealloc_owner_device(ptr);
 }
 
 void bridge_allocator::raw_delete(void* ptr) {
@@ -259,12 +273,22 @@ void bridge_allocator::raw_delete(void* ptr) {
   int owner = -2;  // unknown
   {
     std::lock_guard lock(raw_mutex_);
-    if (const auto it = raw_owner_.find(ptr); it != raw_owner_.end()) {
+    const auto lent = lent_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    // A lent segment's start is also the address of native's first block in it: native gives
+    // the segment back from inside a call the bridge made (t_in_native); a storage freed from
+    // anywhere else is native's block.
+    if (lent != lent_.end() && t_in_native == 0) {
+      owner = -1;
+    } else if (const auto it = raw_owner_.find(ptr); it != raw_owner_.end()) {
       owner = it->second;
       raw_owner_.erase(it);
+      if (lent != lent_.end()) {
+        lent_.erase(lent);
+        lent_count_.store(lent_.size(), std::memory_order_relaxed);
+      }
     }
   }
-  if (owner == -2) owner = phasealloc_owner_device(ptr);
+  if (owner == -2) owner = engine_owner(ptr);
   if (owner >= 0) {
     free_engine_block(ptr, owner);
   } else {
@@ -284,19 +308,27 @@ void bridge_allocator::init(int device_count) {
   initialized_.store(true, std::memory_order_release);
 }
 
+void bridge_allocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  const in_native_scope scope;  // native may give back segments phasealloc lent it (raw_delete)
+  native_->releasePool(device, pool);
+}
+
 void bridge_allocator::emptyCache(c10::MempoolId_t pool) {
   if (is_default_pool(pool)) {
     // The segments it frees carry the caller's stack under context="all", as PyTorch's do.
     memory_history::pending_guard pending(history_.gather_for_free());
     phasealloc_reset();
   }
-  native_->emptyCache(pool);
+  {
+    const in_native_scope scope;  // native gives back the segments phasealloc lent it (raw_delete)
+    native_->emptyCache(pool);
+  }
   for (int d = 0; d < device_count_.load(std::memory_order_relaxed); ++d) cap_.after_native(static_cast<c10::DeviceIndex>(d));
   native_changed(-1);
 }
 
 void bridge_allocator::recordStream(const c10::DataPtr& data, c10::cuda::CUDAStream stream) {
-  if (owns(data) || (data.get_deleter() == &raw_delete_fn && phasealloc_owner_device(data.get()) >= 0)) {
+  if (owns(data) || (data.get_deleter() == &raw_delete_fn && engine_owner(data.get()) >= 0)) {
     phasealloc_record_stream(data.get(), stream.stream());
   } else if (data.get_deleter() == &raw_delete_fn && data.get() != nullptr) {
     // A native block under the bridge's raw deleter: native recognises its own blocks by its own
@@ -331,7 +363,7 @@ void bridge_allocator::cacheInfo(c10::DeviceIndex device, std::size_t* largest_b
 }
 
 void* bridge_allocator::getBaseAllocation(void* ptr, std::size_t* size) {
-  if (phasealloc_owner_device(ptr) < 0) return native_->getBaseAllocation(ptr, size);
+  if (engine_owner(ptr) < 0) return native_->getBaseAllocation(ptr, size);
   // As PyTorch's allocator answers: the segment that holds the block, and the segment's size.
   const auto addr = reinterpret_cast<std::size_t>(ptr);
   for (const auto& segment : engine_segments()) {
@@ -403,7 +435,7 @@ cca::SnapshotInfo bridge_allocator::snapshot(c10::MempoolId_t pool, bool include
 
 #if PHASEALLOC_TORCH_HAS_CONTEXT_FOR_POINTER
 std::shared_ptr<c10::GatheredContext> bridge_allocator::getContextForPointer(const void* ptr) {
-  if (phasealloc_owner_device(ptr) >= 0) return history_.block_context(reinterpret_cast<std::size_t>(ptr));
+  if (engine_owner(ptr) >= 0) return history_.block_context(reinterpret_cast<std::size_t>(ptr));
   return native_->getContextForPointer(ptr);
 }
 #endif
@@ -462,7 +494,7 @@ void bridge_allocator::setUserMetadata(const std::string& metadata) {
 
 #if PHASEALLOC_TORCH_HAS_ANNOTATE_MEMORY
 void bridge_allocator::annotateMemory(const void* ptr, const std::string& metadata) {
-  if (const int device = phasealloc_owner_device(ptr); device >= 0) {
+  if (const int device = engine_owner(ptr); device >= 0) {
     history_.annotate(static_cast<c10::DeviceIndex>(device), reinterpret_cast<std::size_t>(ptr), metadata);
   } else {
     native_->annotateMemory(ptr, metadata);
@@ -509,7 +541,7 @@ void bridge_allocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId
 }
 
 cca::ShareableHandle bridge_allocator::shareIpcHandle(void* ptr) {
-  TORCH_CHECK(phasealloc_owner_device(ptr) < 0,
+  TORCH_CHECK(engine_owner(ptr) < 0,
               "phasealloc: CUDA IPC export of memory phasealloc holds (", ptr,
               ") goes through torch.UntypedStorage._share_cuda_, which phasealloc wraps to move the storage to "
               "PyTorch's allocator first; this export called shareIpcHandle directly. Allocate the tensors you "

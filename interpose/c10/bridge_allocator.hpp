@@ -19,7 +19,11 @@
 //   native allocator, which owns those semantics; frees reach whoever allocated (the DataPtr's
 //   deleter says so; raw pointers are looked up). Blocks native hands out under the bridge carry
 //   the bridge's raw_deleter(), which PyTorch's graph code (cudagraph trees, checkpointed pool
-//   state) takes as the mark of a pool's storage. One per-process memory fraction caps both
+//   state) takes as the mark of a pool's storage. A MemPool built around the bridge
+//   (phasealloc.graph_pool()) gets its segments from the engine: the bridge books them as lent
+//   (lent_), so a free of native's block at a lent segment's start (the same address) goes to
+//   native, and only native itself, inside a call the bridge made (emptyCache, releasePool, an
+//   allocation), gives the segment back. One per-process memory fraction caps both
 //   (memory_cap.hpp). Out of memory, the bridge does what PyTorch's allocator does before it gives
 //   up: frees native's cache, then lets native serve from a MemPool(use_on_oom=True). While a
 //   capture or pool route runs, the device's engine frees nothing. Stats and snapshots are
@@ -34,6 +38,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -124,7 +129,7 @@ class bridge_allocator final : public cca::CUDAAllocator {
   void markCaptureBegin(c10::DeviceIndex device) override { native_->markCaptureBegin(device); }
   void markCaptureEnd(c10::DeviceIndex device) override { native_->markCaptureEnd(device); }
 #endif
-  void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) override { native_->releasePool(device, pool); }
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t pool) override;
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t pool) override {
     return native_->getPoolUseCount(device, pool);
   }
@@ -194,8 +199,16 @@ class bridge_allocator final : public cca::CUDAAllocator {
   std::atomic<bool> enabled_{true};
   std::atomic<int> device_count_{0};
 
+  /// Who holds the block at `ptr`: phasealloc's device, or -1 for native, including native's
+  /// blocks inside a segment phasealloc lent to a MemPool built around the bridge (lent_).
+  int engine_owner(const void* ptr);
+
   std::mutex raw_mutex_;
   std::unordered_map<void*, int> raw_owner_;  ///< raw_alloc pointers: device (engine) or -1 (native).
+  /// Engine blocks native took through raw_alloc for a private pool's segments (a MemPool around
+  /// the bridge, phasealloc.graph_pool()): start -> bytes. Native's blocks inside them are native's.
+  std::map<std::uintptr_t, std::size_t> lent_;
+  std::atomic<std::size_t> lent_count_{0};
 
   std::mutex observers_mutex_;
   std::vector<cca::OutOfMemoryObserver> oom_observers_;

@@ -149,15 +149,28 @@ def scenario_a_phase_change_during_a_capture_frees_nothing(torch, phasealloc):
 
 def scenario_a_mempool_around_the_current_allocator_serves_allocations(torch, phasealloc):
     """MemPool(torch.cuda.memory._get_current_allocator().allocator()): a private pool whose segments
-    come from the process's allocator itself (under phasealloc: from its engine, not recursing)."""
+    come from the process's allocator itself (under phasealloc: from its engine, not recursing), and
+    go back to it only when the pool gives them up."""
     torch.empty(1, device="cuda")
     pool = torch.cuda.MemPool(torch.cuda.memory._get_current_allocator().allocator())
     with torch.cuda.use_mem_pool(pool):
         x = on_device(torch, torch.full((1 << 20,), 7.0))
     assert len(pool.snapshot()) == 1, pool.snapshot()
     assert torch.equal(x.cpu(), torch.full((1 << 20,), 7.0))
-    del x, pool
-    torch.cuda.empty_cache()
+    # x is native's block at the start of the segment phasealloc lent: freeing it gives the block
+    # back to the pool, not the segment to phasealloc (the same address names both).
+    ours = os.environ["PHASEALLOC_TEST_ALLOCATOR"] == "phasealloc"
+    lent = pool.snapshot()[0]["total_size"]
+    held = phasealloc.stats()["allocated_bytes.all.current"] if ours else 0
+    assert held >= lent or not ours, (held, lent)
+    del x
+    if ours:
+        assert phasealloc.stats()["allocated_bytes.all.current"] == held, "native's block freed phasealloc's segment"
+    assert len(pool.snapshot()) == 1, pool.snapshot()
+    del pool
+    torch.cuda.empty_cache()  # now native gives the segment back
+    if ours:
+        assert phasealloc.stats()["allocated_bytes.all.current"] == held - lent, phasealloc.stats()
 
 
 def scenario_copies_between_two_gpus_reach_phaseallocs_pages(torch, phasealloc):

@@ -272,7 +272,67 @@ def scenario_a_tag_moves_its_blocks_whole_pages_and_nothing_else(torch, phaseall
         phasealloc.offload()
         raise AssertionError("offload of nothing named was accepted")
     except phasealloc.PhaseallocError as e:
-        assert "name the tensors or a tag" in str(e), str(e)
+        assert "name the tensors, a tag or a pool" in str(e), str(e)
+    return out
+
+
+def scenario_a_graph_pool_moves_with_its_contents_and_the_graph_replays(torch, phasealloc):
+    """A CUDA graph captured into phasealloc.graph_pool(): offload(pool=) moves the pool's segments
+    with their contents and gives their pages back; the graph replays while they are away (over the
+    link) and after restore(pool=), to the CPU's result each time. The simulated GPU runs a replay's
+    copies and memsets (not its kernels), so the graph is made of copies: an input buffer into the
+    pool, a part of it over another part, the pool's buffer out."""
+    g = torch.Generator().manual_seed(21)
+    n = 6 * MIB
+    first, source = _random_tensor(torch, n, g)
+    sink = torch.empty(n, dtype=torch.uint8, device="cuda")
+    pool = phasealloc.graph_pool()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool.id):
+        staged = source.clone()             # in the pool: the graph's own memory
+        staged[: n // 3].copy_(source[n // 3: 2 * n // 3])
+        sink.copy_(staged)
+
+    def expected(host):
+        out = host.clone()
+        out[: n // 3] = host[n // 3: 2 * n // 3]
+        return out
+
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(sink.cpu(), expected(first)) and torch.equal(staged.cpu(), expected(first))
+    segments = pool.snapshot()
+    assert segments and all(phasealloc._same_address.load().phasealloc_owner_device(s["address"]) >= 0
+                            for s in segments), segments
+    reserved = phasealloc.stats()["reserved_bytes.all.current"]
+    out = phasealloc.offload(pool=pool)
+    pool_bytes = sum(s["total_size"] for s in segments)
+    assert out["page_bytes"] == pool_bytes and out["kept_bytes"] == 0, (out, pool_bytes)
+    assert phasealloc.stats()["reserved_bytes.all.current"] == reserved - pool_bytes
+    assert torch.equal(staged.cpu(), expected(first)), "the pool's contents changed when they left"
+    second = torch.empty(n, dtype=torch.uint8).random_(0, 256, generator=g)
+    source.copy_(second.cuda())
+    graph.replay()                          # the pool is on the host: slow, still right
+    torch.cuda.synchronize()
+    assert torch.equal(sink.cpu(), expected(second))
+    back = phasealloc.restore(pool=pool)
+    assert back["page_bytes"] == pool_bytes, back
+    assert torch.equal(staged.cpu(), expected(second)), "the pool's contents changed when they came back"
+    third = torch.empty(n, dtype=torch.uint8).random_(0, 256, generator=g)
+    source.copy_(third.cuda())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(sink.cpu(), expected(third))
+    # A pool PyTorch's allocator holds itself cannot move, and says so.
+    native_pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(native_pool):
+        kept = torch.ones(MIB, dtype=torch.uint8, device="cuda")
+    try:
+        phasealloc.offload(pool=native_pool)
+        raise AssertionError("offload of a pool of PyTorch's own memory was accepted")
+    except phasealloc.PhaseallocError as e:
+        assert "graph_pool()" in str(e), str(e)
+    del graph, staged, kept
     return out
 
 
@@ -315,6 +375,10 @@ if pytest is not None and __name__ != "__main__":
 
     def test_a_restored_range_moves_in_chunks_and_is_released_in_them():
         run(__file__, "a_restored_range_moves_in_chunks_and_is_released_in_them", sim_gpu=None, native=False,
+            conf=CONF, bridge="c10")
+
+    def test_a_graph_pool_moves_with_its_contents_and_the_graph_replays():
+        run(__file__, "a_graph_pool_moves_with_its_contents_and_the_graph_replays", sim_gpu=None, native=False,
             conf=CONF, bridge="c10")
 
     def test_ipc_export_of_an_offloaded_tensor_keeps_its_bytes():

@@ -18,7 +18,8 @@ memory statistics and snapshots answering from its books, and detects phases.
 Configuration: PHASEALLOC_CONF (see interpose/README.md), or enable(conf=...).
 Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.host_buffers).
 Same-address offload: offload, restore (blocks leave the GPU and come back at the same addresses),
-tag (what a block of code allocates carries a name that offload and restore can move).
+tag (what a block of code allocates carries a name that offload and restore can move), graph_pool
+(a CUDA graph captured into it moves with offload(pool=) / restore(pool=)).
 
 This module imports nothing heavy: the start-up hook imports it in every Python process.
 """
@@ -30,12 +31,12 @@ import warnings
 from ._library import PhaseallocError, library_path, load
 from ._phases import current_phase, phase, set_phase
 from .host_buffers import chunk_offloader, host_buffer, host_stats, trim_host
-from ._same_address import OffloadOutOfMemory, offload, restore, tag
+from ._same_address import OffloadOutOfMemory, graph_pool, offload, restore, tag
 
 __all__ = [
     "PhaseallocError", "enable", "is_enabled", "phase", "current_phase", "set_phase", "stats", "summary",
     "trace", "snapshot", "config", "library_path", "load", "empty_cache",
-    "host_buffer", "host_stats", "trim_host", "chunk_offloader", "offload", "restore", "tag",
+    "host_buffer", "host_stats", "trim_host", "chunk_offloader", "offload", "restore", "tag", "graph_pool",
     "OffloadOutOfMemory",
 ]
 

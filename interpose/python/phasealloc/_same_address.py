@@ -18,6 +18,12 @@ names pages of their own, so nothing of such a tag stays behind (tensors allocat
 such as autograd's backward, carry those threads' tags). A name never given to phasealloc.tag()
 moves nothing.
 
+A CUDA graph's memory moves with its pool when the graph was captured into phasealloc.graph_pool()
+(a torch.cuda.MemPool whose segments phasealloc lends): offload(pool=p) moves every segment of it,
+with its contents, and restore(pool=p) brings them back at the same addresses, so the graph replays
+to the same result. The segments move whole (the pool's free space inside them is copied too). A
+graph captured into PyTorch's own pool (the default) cannot be moved: offload(pool=) says so.
+
 restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has
 no memory for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
 stay on the host, correct, and a later restore may succeed.
@@ -128,6 +134,43 @@ def _call(name, tensors, device, ours_only=False):
     return _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
 
 
+def graph_pool():
+    """A torch.cuda.MemPool whose segments phasealloc lends to PyTorch's allocator: capture a graph
+    into it (torch.cuda.graph(g, pool=phasealloc.graph_pool().id)) and offload(pool=) / restore(pool=)
+    move the graph's memory."""
+    import torch
+
+    return torch.cuda.MemPool(torch.cuda.memory._get_current_allocator().allocator())
+
+
+def _pool_segments(pool):
+    """(device, the segment addresses) of a graph_pool(); PhaseallocError when PyTorch's allocator
+    holds its memory itself."""
+    segments = pool.snapshot()
+    if not segments:
+        return None, []
+    lib = load()
+    device = segments[0]["device"]
+    addresses = []
+    for seg in segments:
+        address = seg["address"]
+        if lib.phasealloc_owner_device(address) < 0:
+            raise PhaseallocError(
+                "phasealloc.offload/restore(pool=): the pool's segment at %#x is PyTorch's allocator's own "
+                "memory, which phasealloc cannot move; capture the graph into phasealloc.graph_pool()" % address)
+        addresses.append(address)
+    return device, addresses
+
+
+def _call_pool(name, pool):
+    device, addresses = _pool_segments(pool)
+    if not addresses:
+        return dict.fromkeys(FIELDS, 0)
+    array = (ctypes.c_void_p * len(addresses))(*addresses)
+    out = _result()
+    return _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+
+
 def offload_ours(tensors, device=None):
     """offload() of the tensors whose storage phasealloc holds; the others are left as they are
     (what offload:auto moves: a class may hold storages of PyTorch's own allocator, e.g. a graph's)."""
@@ -138,23 +181,28 @@ def restore_ours(tensors, device=None):
     return _call("phasealloc_restore", tensors, device, ours_only=True)
 
 
-def offload(tensors=None, device=None, tag=None):
-    """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU), or of every block
-    carrying `tag` on `device` (the current device by default), to host memory at the same
-    addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes"}."""
-    if (tensors is None) == (tag is None):
-        raise PhaseallocError("phasealloc.offload: name the tensors or a tag (one of the two)")
+def offload(tensors=None, device=None, tag=None, pool=None):
+    """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU), of every block
+    carrying `tag` on `device` (the current device by default), or of a graph_pool()'s segments, to
+    host memory at the same addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes",
+    "kept_bytes"}."""
+    if sum(x is not None for x in (tensors, tag, pool)) != 1:
+        raise PhaseallocError("phasealloc.offload: name the tensors, a tag or a pool (one of the three)")
+    if pool is not None:
+        return _call_pool("phasealloc_offload", pool)
     if tag is not None:
         return _call_tag("phasealloc_offload_tag", tag, device)
     return _call("phasealloc_offload", tensors, device)
 
 
-def restore(tensors=None, device=None, tag=None):
-    """Brings the offloaded ranges holding `tensors`, or the blocks carrying `tag`, back to device
-    pages (neither: every range of `device`, the current device by default). Returns the same dict
-    as offload()."""
-    if tensors is not None and tag is not None:
-        raise PhaseallocError("phasealloc.restore: name the tensors or a tag, not both")
+def restore(tensors=None, device=None, tag=None, pool=None):
+    """Brings the offloaded ranges holding `tensors`, the blocks carrying `tag`, or a graph_pool()'s
+    segments back to device pages (none of them: every range of `device`, the current device by
+    default). Returns the same dict as offload()."""
+    if sum(x is not None for x in (tensors, tag, pool)) > 1:
+        raise PhaseallocError("phasealloc.restore: name the tensors, a tag or a pool, not more than one")
+    if pool is not None:
+        return _call_pool("phasealloc_restore", pool)
     if tag is not None:
         return _call_tag("phasealloc_restore_tag", tag, device)
     return _call("phasealloc_restore", tensors, device)
