@@ -183,8 +183,9 @@ struct cuda_vmm_device::state {
   }
 
   /// Unmaps the mappings of pages [first, first+count) (whole mappings: whole_units), then
-  /// releases their handles, all or nothing: a failed unmap maps back what this call unmapped.
-  /// Books them unmapped; mapped_bytes and mapped_pages are the caller's.
+  /// releases their handles, all or nothing: a failed unmap maps back what this call unmapped (a
+  /// mapping it cannot put back it books unmapped, mapped_bytes and mapped_pages included). On
+  /// success books the pages unmapped; mapped_bytes and mapped_pages are then the caller's to lower.
   errc unmap_units(reservation& res, device_address base, std::size_t first, std::size_t count);
 
   /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host-located
