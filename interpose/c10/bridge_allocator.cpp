@@ -192,7 +192,10 @@ bool bridge_allocator::release_native_cache(c10::DeviceIndex device) {
   if (!native_->initialized() || routes_.any()) return false;
   const auto stats = native_->getDeviceStats(device);
   if (stats.reserved_bytes[0].current <= stats.allocated_bytes[0].current) return false;
-  native_->emptyCache({0, 0});
+  {
+    const in_native_scope scope;  // native gives back the segments phasealloc lent it (raw_delete)
+    native_->emptyCache({0, 0});
+  }
   cap_.after_native(device);
   native_changed(-1);
   return true;

@@ -171,6 +171,12 @@ def scenario_a_mempool_around_the_current_allocator_serves_allocations(torch, ph
     torch.cuda.empty_cache()  # now native gives the segment back
     if ours:
         assert phasealloc.stats()["allocated_bytes.all.current"] == held - lent, phasealloc.stats()
+    else:  # phasealloc.graph_pool() lends phasealloc's memory: none to lend under PyTorch's allocator
+        try:
+            phasealloc.graph_pool()
+            raise AssertionError("graph_pool() under PyTorch's allocator was accepted")
+        except phasealloc.PhaseallocError as e:
+            assert "not this process's CUDA allocator" in str(e), str(e)
 
 
 def scenario_copies_between_two_gpus_reach_phaseallocs_pages(torch, phasealloc):

@@ -140,35 +140,37 @@ def graph_pool():
     move the graph's memory."""
     import torch
 
+    from . import is_enabled
+
+    if not is_enabled():
+        raise PhaseallocError("phasealloc.graph_pool(): phasealloc is not this process's CUDA allocator, so "
+                              "there is no memory of its own to lend the pool (enable it first)")
     return torch.cuda.MemPool(torch.cuda.memory._get_current_allocator().allocator())
 
 
 def _pool_segments(pool):
-    """(device, the segment addresses) of a graph_pool(); PhaseallocError when PyTorch's allocator
+    """{device: the segment addresses} of a graph_pool(); PhaseallocError when PyTorch's allocator
     holds its memory itself."""
-    segments = pool.snapshot()
-    if not segments:
-        return None, []
     lib = load()
-    device = segments[0]["device"]
-    addresses = []
-    for seg in segments:
+    by_device = {}
+    for seg in pool.snapshot():
         address = seg["address"]
         if lib.phasealloc_owner_device(address) < 0:
             raise PhaseallocError(
                 "phasealloc.offload/restore(pool=): the pool's segment at %#x is PyTorch's allocator's own "
                 "memory, which phasealloc cannot move; capture the graph into phasealloc.graph_pool()" % address)
-        addresses.append(address)
-    return device, addresses
+        by_device.setdefault(seg["device"], []).append(address)
+    return by_device
 
 
 def _call_pool(name, pool):
-    device, addresses = _pool_segments(pool)
-    if not addresses:
-        return dict.fromkeys(FIELDS, 0)
-    array = (ctypes.c_void_p * len(addresses))(*addresses)
-    out = _result()
-    return _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+    done = dict.fromkeys(FIELDS, 0)
+    for device, addresses in sorted(_pool_segments(pool).items()):
+        array = (ctypes.c_void_p * len(addresses))(*addresses)
+        out = _result()
+        moved = _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+        done = {field: done[field] + moved[field] for field in FIELDS}
+    return done
 
 
 def offload_ours(tensors, device=None):
