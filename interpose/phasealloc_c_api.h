@@ -168,6 +168,29 @@ PHASEALLOC_API uint32_t phasealloc_set_thread_tag(uint32_t tag);
 PHASEALLOC_API int phasealloc_offload_tag(int device, uint32_t tag, phasealloc_offload_result* out);
 PHASEALLOC_API int phasealloc_restore_tag(int device, uint32_t tag, phasealloc_offload_result* out);
 
+/* Non-blocking moves. phasealloc_offload_start / phasealloc_restore_start do what phasealloc_offload /
+ * phasealloc_restore do (or the _tag forms, when `tag` is not 0; then count must be 0), but return
+ * once the copies are enqueued on the device's copy stream; *ticket (may be NULL) names the moves in
+ * flight (0: none, everything was done). An offload's device pages go back when its copies are done
+ * and the move finishes: phasealloc_finish_moves, any later offload or restore that finds them done,
+ * or an allocation that would otherwise run out of memory (it waits for them); until then the
+ * blocks must not be written. A restore's device pages are mapped (and counted) at once and the
+ * streams that used the blocks wait for its copies on the device; work on another stream must be
+ * ordered after them (phasealloc_order_after_moves, or a finish).
+ * Returns as the blocking forms do. */
+PHASEALLOC_API int phasealloc_offload_start(int device, void* const* ptrs, size_t count, uint32_t tag,
+                                            phasealloc_offload_result* out, uint64_t* ticket);
+PHASEALLOC_API int phasealloc_restore_start(int device, void* const* ptrs, size_t count, uint32_t tag,
+                                            phasealloc_offload_result* out, uint64_t* ticket);
+/* Finishes the moves in flight of `ticket` on `device` (0: every one): waits for their copies when
+ * `wait` is nonzero, else finishes only those whose copies are done. 1 when none of them is left in
+ * flight, 0 when some are, -1 on an error (last error: an offload that could not finish keeps its
+ * blocks on the device, contents intact; a restore whose copies cannot be waited for stays in flight). */
+PHASEALLOC_API int phasealloc_finish_moves(int device, uint64_t ticket, int wait);
+/* Makes `stream` (a cudaStream_t of `device`; NULL: the legacy default stream) wait, on the device,
+ * for the copies of the moves in flight of `ticket` (0: every one). 0, or -1 (last error). */
+PHASEALLOC_API int phasealloc_order_after_moves(int device, uint64_t ticket, void* stream);
+
 /* Called when an allocation runs out of device memory, with the device and the request, outside every
  * engine lock: nonzero when it gave device memory back (offload:pressure offloads idle state), and the
  * allocation is then tried once more. Runs on the allocating thread; never re-entered on one thread. */

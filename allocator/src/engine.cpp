@@ -74,6 +74,7 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
 
 engine_impl::~engine_impl() {
   // Give everything back. Blocks still allocated are the caller's leak; their memory goes too.
+  if (moves_in_flight_ != 0) (void)finish_moves(0, /*wait=*/true);
   if (!pending_.empty()) synchronize_pending();
   if (device_.caps().has_virtual_reserve && !segments_.empty()) (void)device_.synchronize();
   // Unmapped by mapped runs (whole pages, as they were mapped), each offloaded range on its own
@@ -564,26 +565,37 @@ result<std::vector<device_address>, std::string> engine::seed(const std::vector<
   std::lock_guard lock(impl_->mutex_);
   return impl_->seed(segments);
 }
-result<offload_outcome, offload_error> engine::offload(std::span<const device_address> addrs) {
+result<offload_outcome, offload_error> engine::offload(std::span<const device_address> addrs, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
-  return impl_->offload(addrs);
+  return impl_->offload(addrs, non_blocking);
 }
-result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs) {
+result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
-  return impl_->restore(addrs);
+  return impl_->restore(addrs, non_blocking);
 }
-result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag) {
+result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "offload of tag 0: 0 means untagged: nothing was offloaded", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
-  return impl_->offload(addrs);
+  return impl_->offload(addrs, non_blocking);
 }
-result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag) {
+result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "restore of tag 0: 0 means untagged: nothing was restored", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
   if (addrs.empty()) return offload_outcome{};  // restore() of no address would restore every range
-  return impl_->restore(addrs);
+  return impl_->restore(addrs, non_blocking);
+}
+result<bool, offload_error> engine::finish_moves(std::uint64_t ticket, bool wait) {
+  std::lock_guard lock(impl_->mutex_);
+  if (std::optional<offload_error> e = impl_->take_unreported_move_error()) return std::move(*e);
+  auto r = impl_->finish_moves(ticket, wait);
+  impl_->after_operation();
+  return r;
+}
+errc engine::order_after_moves(std::uint64_t ticket, stream_id stream) {
+  std::lock_guard lock(impl_->mutex_);
+  return impl_->order_after_moves(ticket, stream);
 }
 std::size_t engine::release(const release_plan& plan) {
   std::lock_guard lock(impl_->mutex_);

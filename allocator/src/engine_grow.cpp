@@ -45,7 +45,12 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   if (!before.empty()) run_plan(before);
 
   std::size_t grow_bytes = 0;
+  land_moves_quietly(/*wait=*/false);  // offloads whose copies are done give their pages back first
   if (block* b = try_grow_once(request, pool, rounded, grow_bytes)) return b;
+  if (moves_in_flight_ != 0) {  // offloads still copying free their pages once done: wait for them
+    land_moves_quietly(/*wait=*/true);
+    if (block* b = try_grow_once(request, pool, rounded, grow_bytes)) return b;
+  }
 
   const release_plan plan = policy_.on_oom(make_grow_context(request, pool, rounded, grow_bytes));
   const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };

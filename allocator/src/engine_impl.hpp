@@ -34,6 +34,15 @@ struct offloaded_range {
   segment* seg = nullptr;
   /// Blocks overlapping the range that are allocated or pending free: at 0 the range is dropped.
   std::size_t live_blocks = 0;
+  /// The call whose move of the range is in flight (0: none). A range in flight is the device's
+  /// memory in the books (reserved, not offloaded): an offload's until its finish, a restore's
+  /// from its start; its blocks stay `offloaded` (out of every pool) until the finish.
+  std::uint64_t in_flight = 0;
+  bool restoring = false;  ///< The move in flight is a restore.
+  /// An offload in flight: the live blocks its call named (some may lie partly outside the range),
+  /// traced as offloaded when it lands, after the segment_unmap (what an observer of the trace
+  /// expects: the blocks stay the engine's at their addresses).
+  std::vector<device_address> named;
 
   device_address end() const noexcept { return addr + bytes; }
 };
@@ -51,8 +60,12 @@ class engine_impl {
   errc record_stream(device_address addr, stream_id stream);
   std::size_t run_plan(const release_plan& plan);
   result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
-  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs);
-  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, bool non_blocking);
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, bool non_blocking);
+  result<bool, offload_error> finish_moves(std::uint64_t ticket, bool wait);
+  errc order_after_moves(std::uint64_t ticket, stream_id stream);
+  /// The kept failure of a move no caller could be told of (then cleared), prefixed as earlier.
+  std::optional<offload_error> take_unreported_move_error();
   /// The allocated blocks carrying `tag`, offloaded ones included, in address order.
   std::vector<device_address> tagged_blocks(std::uint32_t tag) const;
   phase_id transition(std::string_view name, int kind);  // kind: 0 push, 1 pop, 2 replace
@@ -130,6 +143,10 @@ class engine_impl {
   std::map<device_address, offloaded_range> offloaded_;
   /// offload() and restore() calls so far: the ordinal their trace events share.
   std::uint64_t move_calls_ = 0;
+  /// Ranges of offloaded_ whose move is in flight.
+  std::size_t moves_in_flight_ = 0;
+  /// A move that failed to finish where no caller could be told (land_moves_quietly, a free).
+  std::optional<offload_error> unreported_move_error_;
 
  private:
   /// The policy's last rounding and pool choice, by request (engine.cpp's note on the fast path).
@@ -325,9 +342,33 @@ class engine_impl {
   /// Events recorded now on the streams that used the blocks overlapping [addr, end) from `first`:
   /// what a move of their bytes waits for. Given back with recycle_events.
   std::vector<event_id> events_for(const block* first, device_address end);
+  /// The streams that used the blocks overlapping [addr, end) from `first`: their segment's and
+  /// those recorded on them.
+  std::vector<stream_id> streams_of(const block* first, device_address end) const;
   void recycle_events(const std::vector<event_id>& events);
   /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
-  errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call);
+  /// non_blocking: the range stays in flight (a restore's) and `done.ticket` names the call.
+  errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call,
+                     bool non_blocking);
+  /// The error a move finished outside a call that could report it left (then cleared), else the
+  /// moves in flight whose copies are done, landed (offload and restore start with it).
+  result<bool, offload_error> land_done_moves();
+
+  /// Lands every move in flight (waiting for their copies when `wait`), keeping a failure for the
+  /// next offload, restore or finish_moves to report (growth calls it: it cannot report one).
+  void land_moves_quietly(bool wait);
+  /// Finishes the move in flight of range `it` (waiting for its copies) and books it: an offload's
+  /// pages become the host's (the range is dropped if its last live block went meanwhile); a
+  /// restore's blocks come back to the pools. A failed offload finish puts the blocks back as they
+  /// were (device pages, contents intact) and erases the range; a failed restore stays in flight.
+  errc land(std::map<device_address, offloaded_range>::iterator it);
+  /// Books range `it`, whose device pages went back, as offloaded.
+  void book_offloaded(offloaded_range& r);
+  /// The blocks of range `r` out of `offloaded` (a restore's end, or an offload undone); those
+  /// freed while away become ordinary free blocks in their pools.
+  void unflag_range(const offloaded_range& r);
+  /// The error of a failed land() of the range [addr, +bytes).
+  offload_error landing_error(const offloaded_range& r, errc e, const offload_outcome& done);
   /// The part of free block `b` (in its pool) inside [lo, hi), cut from it: out of the pool,
   /// offloaded_free; the parts outside stay in the pool.
   block* carve_free_edge(block* b, device_address lo, device_address hi);

@@ -32,9 +32,19 @@
 //   - A restore brings whole ranges back, copying the blocks still live; out of device memory it
 //     releases what the policy's empty_cache plan releases and tries once more, and otherwise
 //     leaves the range on the host, where its bytes are still correct, and says so.
+//   - Non-blocking moves: the device starts a range's move (offload_start / restore_start) and the
+//     range stays in offloaded_ with `in_flight` set (the call's number, the caller's ticket) until
+//     land() finishes it. A range in flight is the device's memory in the books: an offload's pages
+//     are booked offloaded only when its copies are done and the device released them (a failed
+//     finish puts the blocks back, contents intact); a restore's are booked reserved at its start.
+//     Its blocks keep `offloaded` until the landing, so a block freed meanwhile is reused only once
+//     the copies that read or write it are done. Moves land when the caller finishes them, when an
+//     offload or restore call finds them done, when an allocation would otherwise run out of
+//     memory (growth waits for them), and before a free drops a range.
 // Limitations
-//   - Offload and restore wait for their copies (the device's calls are synchronous to the
-//     caller); a caller that wants them overlapped runs them on a thread of its own.
+//   - Landing waits on the host while the engine lock is held (an allocation that needs the pages
+//     waits for the copies anyway); a failure found there is kept and reported by the next offload,
+//     restore or finish call, since the allocation cannot report it.
 //   - A replay of a trace re-drives allocations only: the model keeps offloaded pages on its device
 //     (the recording's own reserved level, from the segment events, shows them leave).
 //   - A restore of a range that is mostly freed still maps the whole range back.
@@ -86,15 +96,19 @@ block* engine_impl::first_block_in(const offloaded_range& r) const {
   return b;
 }
 
-std::vector<event_id> engine_impl::events_for(const block* first, device_address end) {
+std::vector<stream_id> engine_impl::streams_of(const block* first, device_address end) const {
   std::vector<stream_id> streams{first->seg->stream};
   for (const block* b = first; b != nullptr && b->addr < end; b = b->next) {
     for (const stream_id s : b->stream_uses) {
       if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
     }
   }
+  return streams;
+}
+
+std::vector<event_id> engine_impl::events_for(const block* first, device_address end) {
   std::vector<event_id> events;
-  for (const stream_id s : streams) {
+  for (const stream_id s : streams_of(first, end)) {
     if (const std::optional<event_id> e = record_on(s)) events.push_back(*e);
   }
   return events;
@@ -125,7 +139,8 @@ block* engine_impl::carve_free_edge(block* b, device_address lo, device_address 
   return b;
 }
 
-result<offload_outcome, offload_error> engine_impl::offload(std::span<const device_address> addrs) {
+result<offload_outcome, offload_error> engine_impl::offload(std::span<const device_address> addrs,
+                                                            bool non_blocking) {
   settle();
   offload_outcome done;
   if (!device_.caps().has_host_backing) {
@@ -141,6 +156,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
                          "was offloaded",
                          done};
   }
+  if (auto landed = land_done_moves(); !landed) return landed.error();
   std::vector<block*> named;
   named.reserve(addrs.size());
   for (const device_address addr : addrs) {
@@ -149,6 +165,13 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
       return offload_error{errc::unknown_pointer,
                            fmt::format("offload of {:#x}: no allocated block starts there: nothing was offloaded", addr),
                            done};
+    }
+    if (b->offloaded) {  // a restore in flight finishes first (an offload in flight is leaving already)
+      const auto it = range_of(b);
+      if (it->second.in_flight != 0 && it->second.restoring) {
+        const offloaded_range r = it->second;
+        if (const errc e = land(it); e != errc::ok) return landing_error(r, e, done);
+      }
     }
     if (!b->offloaded) named.push_back(b);
   }
@@ -204,7 +227,10 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
       continue;
     }
     const std::size_t budget = options_.offload_host_budget_bytes;
-    const auto held = static_cast<std::size_t>(stats_.offloaded_bytes[stat_type::all].current);
+    std::size_t held = static_cast<std::size_t>(stats_.offloaded_bytes[stat_type::all].current);
+    if (moves_in_flight_ != 0) {  // offloads in flight hold host memory too
+      for (const auto& [at, r] : offloaded_) held += r.in_flight != 0 && !r.restoring ? r.bytes : 0;
+    }
     if (budget != 0 && held + (hi - lo) > budget) {
       return offload_error{errc::out_of_memory,
                            fmt::format("offload of the {} block(s) [{:#x}, {:#x}) would hold {} bytes on the host, "
@@ -214,7 +240,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
     }
     const std::vector<byte_range> live = live_ranges(first, lo, hi);
     const std::vector<event_id> after = events_for(first, run_end);
-    const errc e = device_.offload(lo, hi - lo, live, after);
+    const errc e = device_.offload_start(lo, hi - lo, live, after);
     recycle_events(after);
     if (e != errc::ok) {
       const std::string why = device_.last_failure();
@@ -233,59 +259,54 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
       b->offloaded = true;
       if (is_live(b)) ++live_blocks;
     }
-    offloaded_.emplace(lo, offloaded_range{lo, hi - lo, seg, live_blocks});
-    const auto bytes = static_cast<std::int64_t>(hi - lo);
-    seg->offloaded_bytes += hi - lo;
-    stats_.reserved_bytes.decrease(seg->small, bytes);
-    stats_.offloaded_bytes.increase(seg->small, bytes);
+    std::vector<device_address> run_named;
+    for (const block* b = first;; b = b->next) {
+      if (is_live(b)) run_named.push_back(b->addr);
+      if (b == last) break;
+    }
+    const auto it = offloaded_.emplace(lo, offloaded_range{.addr = lo,
+                                                          .bytes = hi - lo,
+                                                          .seg = seg,
+                                                          .live_blocks = live_blocks,
+                                                          .in_flight = call,
+                                                          .restoring = false,
+                                                          .named = std::move(run_named)})
+                        .first;
+    ++moves_in_flight_;
     stats_.offload_kept_bytes += static_cast<std::int64_t>(kept_bytes);
-    ++stats_.num_offloads;
-    phases_.current_stats().offloaded_bytes += bytes;
-    emit(trace_op::segment_unmap, lo, hi - lo, hi - lo, seg->stream);  // the device's memory went back
-    trace_run(first, last);
     done.blocks += live_blocks;
     done.ranges += 1;
     done.page_bytes += hi - lo;
     done.copied_bytes += total_bytes(live);
     done.kept_bytes += kept_bytes;
+    if (non_blocking) {
+      done.ticket = call;
+    } else if (const errc landed = land(it); landed != errc::ok) {
+      offloaded_range failed;  // land erased it
+      failed.addr = lo;
+      failed.bytes = hi - lo;
+      return landing_error(failed, landed, done);
+    }
   }
   after_operation();
   return done;
 }
 
-errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done,
-                                std::uint64_t call) {
-  const offloaded_range r = it->second;
+void engine_impl::book_offloaded(offloaded_range& r) {
   const auto bytes = static_cast<std::int64_t>(r.bytes);
-  if (limit() != 0 && static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current) + r.bytes > limit()) {
-    return errc::out_of_memory;  // the memory fraction holds for restores too
-  }
-  block* first = first_block_in(r);
-  const std::vector<byte_range> live = live_ranges(first, r.addr, r.end());
-  const std::vector<event_id> after = events_for(first, r.end());
-  const errc e = device_.restore(r.addr, r.bytes, live, after);
-  recycle_events(after);
-  if (e != errc::ok) return e;
-  offloaded_.erase(it);
-  r.seg->offloaded_bytes -= r.bytes;
-  stats_.offloaded_bytes.decrease(r.seg->small, bytes);
-  stats_.reserved_bytes.increase(r.seg->small, bytes);
-  ++stats_.num_restores;
-  phases_.current_stats().restored_bytes += bytes;
-  emit(trace_op::segment_map, r.addr, r.bytes, r.bytes, r.seg->stream);
-  for (const block* b = first; b != nullptr && b->addr < r.end(); b = b->next) {
-    if (is_live(b)) {  // one live block names the range to a replay
-      emit(trace_op::restore, b->addr, call, b->bytes, b->seg->stream);
-      break;
-    }
-  }
-  observe_levels(false);  // reserved rose: a peak inside the operation counts
-  std::size_t blocks = 0;
-  for (block* b = first; b != nullptr;) {
+  r.seg->offloaded_bytes += r.bytes;
+  stats_.reserved_bytes.decrease(r.seg->small, bytes);
+  stats_.offloaded_bytes.increase(r.seg->small, bytes);
+  ++stats_.num_offloads;
+  phases_.current_stats().offloaded_bytes += bytes;
+  emit(trace_op::segment_unmap, r.addr, r.bytes, r.bytes, r.seg->stream);  // the device's memory went back
+}
+
+void engine_impl::unflag_range(const offloaded_range& r) {
+  for (block* b = first_block_in(r); b != nullptr;) {
     block* next = b->next;  // read before b merges: a free block after the range may merge into it
     const bool last = next == nullptr || next->addr >= r.end();
     b->offloaded = false;
-    ++blocks;
     if (b->state == block_state::offloaded_free) {  // freed while away: now an ordinary free block
       b->state = block_state::free;
       block* merged = merge_neighbours(b);
@@ -294,14 +315,148 @@ errc engine_impl::restore_range(std::map<device_address, offloaded_range>::itera
     if (last) break;
     b = next;
   }
+}
+
+errc engine_impl::land(std::map<device_address, offloaded_range>::iterator it) {
+  offloaded_range& r = it->second;
+  PHASEALLOC_ASSERT(r.in_flight != 0, "range {:#x} has no move in flight to finish", r.addr);
+  std::vector<event_id> after;  // an offload's mapping changes under the streams that used its blocks
+  if (!r.restoring) after = events_for(first_block_in(r), r.end());
+  const errc e = device_.finish_move(r.addr, after);
+  recycle_events(after);
+  if (e != errc::ok && r.restoring) return e;  // the device keeps it in flight: nothing is dropped
+  --moves_in_flight_;
+  const std::uint64_t call = r.in_flight;
+  r.in_flight = 0;
+  if (e != errc::ok || r.restoring) {  // an offload undone (device pages kept), or a restore done
+    const offloaded_range gone = r;
+    offloaded_.erase(it);
+    unflag_range(gone);
+    return e;
+  }
+  book_offloaded(r);
+  for (const device_address addr : r.named) {  // the call's blocks, as named (those still live)
+    if (const block* b = live_.find(addr)) emit(trace_op::offload, b->addr, call, b->bytes, b->seg->stream);
+  }
+  r.named.clear();
+  if (r.live_blocks == 0) drop_range(it);  // its last live block went while the copies ran
+  return errc::ok;
+}
+
+offload_error engine_impl::landing_error(const offloaded_range& r, errc e, const offload_outcome& done) {
+  const std::string why = device_.last_failure();
+  return offload_error{e,
+                       fmt::format("finishing the {} of pages [{:#x}, +{}) on device '{}': {}{}{}; {}",
+                                   r.restoring ? "restore" : "offload", r.addr, r.bytes, device_.name(), to_string(e),
+                                   why.empty() ? "" : ": ", why,
+                                   r.restoring ? "the move stays in flight and its bytes stay on the host"
+                                               : "its blocks stay on the device, contents intact"),
+                       done};
+}
+
+result<bool, offload_error> engine_impl::finish_moves(std::uint64_t ticket, bool wait) {
+  bool left = false;
+  for (auto it = offloaded_.begin(); it != offloaded_.end();) {
+    const auto next = std::next(it);  // land erases at most `it`
+    const offloaded_range r = it->second;
+    if (r.in_flight == 0 || (ticket != 0 && r.in_flight != ticket)) {
+      it = next;
+      continue;
+    }
+    if (!wait) {
+      const result<bool> copied = device_.move_done(r.addr);
+      if (!copied) return landing_error(r, copied.error(), {});
+      if (!copied.value()) {
+        left = true;
+        it = next;
+        continue;
+      }
+    }
+    if (const errc e = land(it); e != errc::ok) return landing_error(r, e, {});
+    it = next;
+  }
+  return !left;
+}
+
+std::optional<offload_error> engine_impl::take_unreported_move_error() {
+  if (!unreported_move_error_) return std::nullopt;
+  offload_error e = std::move(*unreported_move_error_);
+  unreported_move_error_.reset();
+  e.message = fmt::format("an earlier non-blocking move failed: {}", e.message);
+  return e;
+}
+
+result<bool, offload_error> engine_impl::land_done_moves() {
+  if (std::optional<offload_error> e = take_unreported_move_error()) return std::move(*e);
+  if (moves_in_flight_ == 0) return true;
+  return finish_moves(0, /*wait=*/false);
+}
+
+void engine_impl::land_moves_quietly(bool wait) {
+  if (moves_in_flight_ == 0) return;
+  auto r = finish_moves(0, wait);
+  if (!r && !unreported_move_error_) unreported_move_error_ = std::move(r.error());
+}
+
+errc engine_impl::order_after_moves(std::uint64_t ticket, stream_id stream) {
+  for (const auto& [addr, r] : offloaded_) {
+    if (r.in_flight == 0 || (ticket != 0 && r.in_flight != ticket)) continue;
+    if (const errc e = device_.order_after_move(addr, stream); e != errc::ok) return e;
+  }
+  return errc::ok;
+}
+
+errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done,
+                                std::uint64_t call, bool non_blocking) {
+  offloaded_range& r = it->second;
+  const auto bytes = static_cast<std::int64_t>(r.bytes);
+  if (limit() != 0 && static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current) + r.bytes > limit()) {
+    return errc::out_of_memory;  // the memory fraction holds for restores too
+  }
+  block* first = first_block_in(r);
+  const std::vector<byte_range> live = live_ranges(first, r.addr, r.end());
+  const std::vector<event_id> after = events_for(first, r.end());
+  const errc e = device_.restore_start(r.addr, r.bytes, live, after);
+  recycle_events(after);
+  if (e != errc::ok) return e;
+  // The device's memory from here (its bytes arrive with the copies): booked as restored.
+  r.seg->offloaded_bytes -= r.bytes;
+  stats_.offloaded_bytes.decrease(r.seg->small, bytes);
+  stats_.reserved_bytes.increase(r.seg->small, bytes);
+  ++stats_.num_restores;
+  phases_.current_stats().restored_bytes += bytes;
+  emit(trace_op::segment_map, r.addr, r.bytes, r.bytes, r.seg->stream);
+  std::size_t blocks = 0;
+  bool named = false;
+  for (const block* b = first; b != nullptr && b->addr < r.end(); b = b->next) {
+    ++blocks;
+    if (is_live(b) && !named) {  // one live block names the range to a replay
+      emit(trace_op::restore, b->addr, call, b->bytes, b->seg->stream);
+      named = true;
+    }
+  }
+  observe_levels(false);  // reserved rose: a peak inside the operation counts
+  r.in_flight = call;
+  r.restoring = true;
+  ++moves_in_flight_;
+  if (non_blocking) {  // the streams that use the blocks see the bytes: they wait for the copies
+    for (const stream_id s : streams_of(first, r.end())) {
+      if (device_.order_after_move(r.addr, s) != errc::ok) return land(it);  // the copies waited for instead
+    }
+  }
   done.blocks += blocks;
   done.ranges += 1;
   done.page_bytes += r.bytes;
   done.copied_bytes += total_bytes(live);
-  return errc::ok;
+  if (non_blocking) {
+    done.ticket = call;
+    return errc::ok;
+  }
+  return land(it);
 }
 
-result<offload_outcome, offload_error> engine_impl::restore(std::span<const device_address> addrs) {
+result<offload_outcome, offload_error> engine_impl::restore(std::span<const device_address> addrs,
+                                                            bool non_blocking) {
   settle();
   offload_outcome done;
   if (device_calls_held_) {
@@ -310,6 +465,7 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
                          "was restored (the offloaded bytes stay correct on the host)",
                          done};
   }
+  if (auto landed = land_done_moves(); !landed) return landed.error();
   const std::uint64_t call = ++move_calls_;
   std::set<device_address> ranges;  // by start: each range once, in address order
   if (addrs.empty()) {
@@ -329,12 +485,22 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
     // that was its last live block (free_offloaded drops it).
     auto it = offloaded_.find(start);
     if (it == offloaded_.end()) continue;
-    errc e = restore_range(it, done, call);
+    if (it->second.in_flight != 0) {
+      if (it->second.restoring) continue;  // coming back already
+      const offloaded_range r = it->second;  // an offload in flight lands first, then comes back
+      if (const errc e = land(it); e != errc::ok) {
+        after_operation();
+        return landing_error(r, e, done);
+      }
+      it = offloaded_.find(start);
+      if (it == offloaded_.end()) continue;
+    }
+    errc e = restore_range(it, done, call, non_blocking);
     if (e == errc::out_of_memory) {
       run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
-      e = restore_range(it, done, call);
+      e = restore_range(it, done, call, non_blocking);
     }
     if (e != errc::ok) {
       if (e == errc::out_of_memory) ++stats_.num_restore_ooms;
@@ -356,7 +522,17 @@ void engine_impl::free_offloaded(block* b) {
   b->state = block_state::offloaded_free;
   auto it = range_of(b);
   PHASEALLOC_ASSERT(it->second.live_blocks > 0, "offloaded range {:#x} counts no live block", it->first);
-  if (--it->second.live_blocks == 0) drop_range(it);
+  if (--it->second.live_blocks != 0) return;
+  if (it->second.in_flight == 0) {
+    drop_range(it);
+    return;
+  }
+  // Its copies may still read or write the pages: the move finishes first, then an offload's
+  // range is dropped (land does it) and a restore's blocks return to the pools.
+  const offloaded_range r = it->second;
+  if (const errc e = land(it); e != errc::ok && !unreported_move_error_) {
+    unreported_move_error_ = landing_error(r, e, {});
+  }
 }
 
 void engine_impl::drop_range(std::map<device_address, offloaded_range>::iterator it) {

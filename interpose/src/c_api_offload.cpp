@@ -22,12 +22,22 @@ void put(const offload_outcome& done, phasealloc_offload_result* out) {
   *out = phasealloc_offload_result{done.blocks, done.ranges, done.page_bytes, done.copied_bytes, done.kept_bytes};
 }
 
-/// The outcome of an offload or a restore: into `out`, its error's text (empty when none) returned
-/// and its errc into `code`.
+/// How a move call was made and where its results go.
+struct move_call {
+  bool restore = false;
+  bool non_blocking = false;
+  phasealloc_offload_result* out = nullptr;
+  std::uint64_t* ticket = nullptr;  ///< non_blocking: the ticket of the moves in flight (0: none)
+  errc code = errc::ok;             ///< the engine's errc of a failure
+};
+
+/// The outcome of an offload or a restore: into `out` (and the ticket), its error's text (empty when
+/// none) returned and its errc into `code`.
 std::string report(int device, const result<offload_outcome, offload_error>& r, phasealloc_offload_result* out,
-                   errc& code) {
+                   errc& code, std::uint64_t* ticket = nullptr) {
   if (r) {
     put(r.value(), out);
+    if (ticket != nullptr) *ticket = r.value().ticket;
     return {};
   }
   put(r.error().done, out);
@@ -35,10 +45,10 @@ std::string report(int device, const result<offload_outcome, offload_error>& r, 
   return fmt::format("device {}: {}", device, r.error().message);
 }
 
-/// Runs offload (restore = false) or restore on `device`'s engine; `code` gets the engine's errc.
-std::string move_blocks(bool restore, int device, void* const* ptrs, std::size_t count,
-                        phasealloc_offload_result* out, errc& code) {
-  put(offload_outcome{}, out);
+/// Runs the offload or restore of `call` over the blocks at ptrs[0..count) on `device`'s engine.
+std::string move_blocks(move_call& call, int device, void* const* ptrs, std::size_t count) {
+  put(offload_outcome{}, call.out);
+  if (call.ticket != nullptr) *call.ticket = 0;
   if (std::string bad = check_device(device, false); !bad.empty()) return bad;
   if (count > 0 && ptrs == nullptr) return fmt::format("{} pointers at NULL", count);
   device_slot* slot = engine_registry::instance().existing(device);
@@ -49,54 +59,111 @@ std::string move_blocks(bool restore, int device, void* const* ptrs, std::size_t
   }
   std::vector<device_address> addrs(count);
   for (std::size_t i = 0; i < count; ++i) addrs[i] = reinterpret_cast<device_address>(ptrs[i]);
-  return report(device, restore ? slot->eng->restore(addrs) : slot->eng->offload(addrs), out, code);
+  return report(device,
+                call.restore ? slot->eng->restore(addrs, call.non_blocking) : slot->eng->offload(addrs, call.non_blocking),
+                call.out, call.code, call.ticket);
 }
 
-/// Runs offload (restore = false) or restore of the blocks carrying `tag` on `device`'s engine.
-std::string move_tag(bool restore, int device, std::uint32_t tag, phasealloc_offload_result* out, errc& code) {
-  put(offload_outcome{}, out);
+/// Runs the offload or restore of `call` over the blocks carrying `tag` on `device`'s engine.
+std::string move_tag(move_call& call, int device, std::uint32_t tag) {
+  put(offload_outcome{}, call.out);
+  if (call.ticket != nullptr) *call.ticket = 0;
   if (std::string bad = check_device(device, false); !bad.empty()) return bad;
   if (tag == 0) return "tag 0 means untagged: name a tag (phasealloc_tag_id)";
   if (tag_name(tag).empty()) return fmt::format("no tag has the number {} (phasealloc_tag_id numbers them)", tag);
   device_slot* slot = engine_registry::instance().existing(device);
   if (slot == nullptr) return {};  // nothing allocated on the device: nothing carries the tag
-  return report(device, restore ? slot->eng->restore_tagged(tag) : slot->eng->offload_tagged(tag), out, code);
+  return report(device,
+                call.restore ? slot->eng->restore_tagged(tag, call.non_blocking)
+                             : slot->eng->offload_tagged(tag, call.non_blocking),
+                call.out, call.code, call.ticket);
+}
+
+/// A move call through as_status: -2 for a restore out of device memory, else as_status's answer.
+template <typename Body>
+int run_move(const char* name, move_call& call, Body&& body) {
+  const int status = as_status(name, [&] {
+    if (in_forked_child()) return std::string(forked_child_refusal);
+    return body();
+  });
+  return status != 0 && call.restore && call.code == errc::out_of_memory ? restore_out_of_memory : status;
+}
+
+/// A started move's call: by tag when `tag` is not 0 (then no pointers), else over the pointers.
+int start_move(const char* name, bool restore, int device, void* const* ptrs, std::size_t count, std::uint32_t tag,
+               phasealloc_offload_result* out, std::uint64_t* ticket) {
+  move_call call{.restore = restore, .non_blocking = true, .out = out, .ticket = ticket};
+  return run_move(name, call, [&] {
+    if (tag != 0 && count != 0) {
+      put(offload_outcome{}, out);
+      return fmt::format("both a tag ({}) and {} pointers: name one", tag, count);
+    }
+    return tag != 0 ? move_tag(call, device, tag) : move_blocks(call, device, ptrs, count);
+  });
 }
 
 }  // namespace
 
 PHASEALLOC_API int phasealloc_offload(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out) {
-  errc code = errc::ok;
-  return as_status("phasealloc_offload", [&] {
-    if (in_forked_child()) return std::string(forked_child_refusal);
-    return move_blocks(false, device, ptrs, count, out, code);
-  });
+  move_call call{.restore = false, .out = out};
+  return run_move("phasealloc_offload", call, [&] { return move_blocks(call, device, ptrs, count); });
 }
 
 PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out) {
-  errc code = errc::ok;
-  const int status = as_status("phasealloc_restore", [&] {
-    if (in_forked_child()) return std::string(forked_child_refusal);
-    return move_blocks(true, device, ptrs, count, out, code);
-  });
-  return status != 0 && code == errc::out_of_memory ? restore_out_of_memory : status;
+  move_call call{.restore = true, .out = out};
+  return run_move("phasealloc_restore", call, [&] { return move_blocks(call, device, ptrs, count); });
 }
 
 PHASEALLOC_API int phasealloc_offload_tag(int device, uint32_t tag, phasealloc_offload_result* out) {
-  errc code = errc::ok;
-  return as_status("phasealloc_offload_tag", [&] {
-    if (in_forked_child()) return std::string(forked_child_refusal);
-    return move_tag(false, device, tag, out, code);
-  });
+  move_call call{.restore = false, .out = out};
+  return run_move("phasealloc_offload_tag", call, [&] { return move_tag(call, device, tag); });
 }
 
 PHASEALLOC_API int phasealloc_restore_tag(int device, uint32_t tag, phasealloc_offload_result* out) {
-  errc code = errc::ok;
-  const int status = as_status("phasealloc_restore_tag", [&] {
+  move_call call{.restore = true, .out = out};
+  return run_move("phasealloc_restore_tag", call, [&] { return move_tag(call, device, tag); });
+}
+
+PHASEALLOC_API int phasealloc_offload_start(int device, void* const* ptrs, size_t count, uint32_t tag,
+                                            phasealloc_offload_result* out, uint64_t* ticket) {
+  return start_move("phasealloc_offload_start", false, device, ptrs, count, tag, out, ticket);
+}
+
+PHASEALLOC_API int phasealloc_restore_start(int device, void* const* ptrs, size_t count, uint32_t tag,
+                                            phasealloc_offload_result* out, uint64_t* ticket) {
+  return start_move("phasealloc_restore_start", true, device, ptrs, count, tag, out, ticket);
+}
+
+PHASEALLOC_API int phasealloc_finish_moves(int device, uint64_t ticket, int wait) {
+  int answer = -1;
+  const int status = as_status("phasealloc_finish_moves", [&] {
     if (in_forked_child()) return std::string(forked_child_refusal);
-    return move_tag(true, device, tag, out, code);
+    if (std::string bad = check_device(device, false); !bad.empty()) return bad;
+    device_slot* slot = engine_registry::instance().existing(device);
+    if (slot == nullptr) {
+      answer = 1;  // nothing allocated on the device: nothing in flight
+      return std::string();
+    }
+    const result<bool, offload_error> r = slot->eng->finish_moves(ticket, wait != 0);
+    if (!r) return fmt::format("device {}: {}", device, r.error().message);
+    answer = r.value() ? 1 : 0;
+    return std::string();
   });
-  return status != 0 && code == errc::out_of_memory ? restore_out_of_memory : status;
+  return status != 0 ? -1 : answer;
+}
+
+PHASEALLOC_API int phasealloc_order_after_moves(int device, uint64_t ticket, void* stream) {
+  return as_status("phasealloc_order_after_moves", [&] {
+    if (in_forked_child()) return std::string(forked_child_refusal);
+    if (std::string bad = check_device(device, false); !bad.empty()) return bad;
+    device_slot* slot = engine_registry::instance().existing(device);
+    if (slot == nullptr) return std::string();  // nothing in flight
+    const errc e = slot->eng->order_after_moves(ticket, reinterpret_cast<stream_id>(stream));
+    if (e == errc::ok) return std::string();
+    const std::string why = slot->dev->last_failure();
+    return fmt::format("device {}: ordering stream {} after the moves of ticket {}: {}{}{}", device, stream, ticket,
+                       to_string(e), why.empty() ? "" : ": ", why);
+  });
 }
 
 PHASEALLOC_API uint32_t phasealloc_tag_id(const char* name) {

@@ -103,6 +103,47 @@ TEST_F(CudaVmmOffload, LiveBytesComeBackBitExactAtTheSameAddresses) {
   EXPECT_EQ(dev_->release(base, bytes), errc::ok);
 }
 
+TEST_F(CudaVmmOffload, AMoveInTwoStepsHoldsItsDevicePagesUntilItFinishes) {
+  const std::size_t pages = 3;
+  const device_address base = mapped(pages);
+  const std::size_t bytes = pages * page_;
+  const auto contents = random_bytes(bytes, 21);
+  write(base, contents);
+  const std::vector<byte_range> live{{base, bytes - 100}};
+
+  // Offload: in flight the device pages are still mapped and nothing is host-backed.
+  ASSERT_EQ(dev_->offload_start(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->moves_in_flight(), 1u);
+  EXPECT_EQ(dev_->mapped_bytes(), bytes);
+  EXPECT_EQ(dev_->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::invalid_argument);  // not under a move in flight
+  EXPECT_EQ(dev_->offload_start(base, bytes, live, {}), errc::invalid_argument);
+  ASSERT_EQ(dev_->finish_move(base, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->moves_in_flight(), 0u);
+  EXPECT_EQ(dev_->mapped_bytes(), 0u);
+  EXPECT_EQ(dev_->host_backed_bytes(), bytes);
+  EXPECT_EQ(dev_->moved().to_host, bytes - 100);
+  EXPECT_EQ(dev_->finish_move(base, {}), errc::ok);  // nothing in flight: nothing to do
+  EXPECT_TRUE(dev_->move_done(base).value());
+
+  // Restore: the device pages are mapped at the start; the host memory stays until the finish.
+  ASSERT_EQ(dev_->restore_start(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->mapped_bytes(), bytes);
+  EXPECT_EQ(dev_->host_backed_bytes(), bytes);
+  EXPECT_EQ(dev_->moved().to_device, 0u);
+  cudaStream_t reader = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&reader), cudaSuccess);
+  EXPECT_EQ(dev_->order_after_move(base, reinterpret_cast<stream_id>(reader)), errc::ok) << dev_->last_failure();
+  ASSERT_EQ(dev_->finish_move(base, {}), errc::ok) << dev_->last_failure();
+  EXPECT_EQ(dev_->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev_->moved().to_device, bytes - 100);
+  const auto got = read(base, bytes - 100);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), contents.begin()));
+  EXPECT_EQ(cudaStreamDestroy(reader), cudaSuccess);
+  EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+  EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+}
+
 TEST_F(CudaVmmOffload, WritesWhileOffloadedAreKeptByTheRestore) {
   const device_address base = mapped(2);
   const std::size_t bytes = 2 * page_;

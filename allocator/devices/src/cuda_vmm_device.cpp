@@ -271,6 +271,19 @@ cuda_vmm_device::~cuda_vmm_device() {
   std::lock_guard lock(s.mutex);
   {
     scoped_context ctx(s.api, s.ctx);
+    for (const auto& [addr, m] : s.moves) {  // copies still in flight read or write what goes below
+      (void)s.api.event_synchronize(m.done);
+      (void)s.api.mem_unmap(to_ptr(m.staging), m.bytes);
+      (void)s.api.mem_address_free(to_ptr(m.staging), m.bytes);
+      if (m.restore) {  // the range holds device pages now: its host handle is no longer mapped there
+        (void)s.api.mem_release(s.host_runs.at(addr).handle);
+        s.host_runs.erase(addr);
+      } else {
+        (void)s.api.mem_release(m.host);
+      }
+      (void)s.api.event_destroy(m.done);
+    }
+    for (CUevent e : s.spare_move_events) (void)s.api.event_destroy(e);
     for (const auto& [addr, run] : s.host_runs) {
       (void)s.api.mem_unmap(to_ptr(addr), run.bytes);
       (void)s.api.mem_release(run.handle);
@@ -404,6 +417,7 @@ errc cuda_vmm_device::grant_peer_access(int peer) noexcept {
 errc cuda_vmm_device::unmap(device_address addr, std::size_t bytes) noexcept {
   state& s = *state_;
   std::lock_guard lock(s.mutex);
+  if (s.moving(addr, bytes)) return errc::invalid_argument;  // finish_move first
   if (s.host_runs.contains(addr)) return s.unmap_host_run(addr, bytes);
   std::size_t first = 0;
   state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);

@@ -11,19 +11,25 @@
 //   addresses keep working, at link speed instead of HBM speed.
 // Approach
 //   - offload: one host-located handle for the whole range (a kept one when one holds it), mapped
-//     at a staging reservation; the
-//     live ranges (adjacent ones coalesced) are copied there with cuMemcpyAsync on the device's copy
-//     stream, which first waits for the `after` events; the stream is synchronized; the range's
-//     device pages are unmapped (handles kept), the host handle is mapped over the range and given
-//     the range's access, and only then are the device handles released: a failure before that
-//     point maps the device pages back, contents intact.
+//     at a staging reservation; the live ranges (adjacent ones coalesced) are copied there with
+//     cuMemcpyAsync on the device's copy stream, which first waits for the `after` events; once
+//     the copies are done (the move's event), the range's device pages are unmapped (handles
+//     kept), the host handle is mapped over the range and given the range's access, and only then
+//     are the device handles released: a failure before that point maps the device pages back,
+//     contents intact.
 //   - restore: device pages are made and mapped at the range only after the host handle is mapped
 //     at a staging reservation; the copy stream waits for `after`, the host mapping at the range is
 //     removed, device pages are mapped there, the live bytes are copied back from the staging
 //     mapping, and the host handle is released. Out of device memory at any step leaves the host
 //     handle mapped at the range (still correct, only slow) and answers out_of_memory.
+//   - Two steps: offload_start / restore_start do everything up to the copies, enqueue them and
+//     record an event after them on the copy stream (the move is then in `moves`, and no other
+//     call may touch its range); finish_move waits for the event and does the rest (an offload's
+//     swap of mappings, a restore's release of its staging). offload and restore are the two steps
+//     back to back. order_after_move makes a caller's stream wait for the event.
 //   - Books: a host-backed page is mapped but `host`; the run's handle is in host_runs. mapped_bytes
-//     counts device memory only; host_bytes the host memory behind runs; moved the copies' bytes.
+//     counts device memory only (a restore's pages from its start); host_bytes the host memory
+//     behind runs (a restore's until its finish); moved the copies' bytes, at the finish.
 // Limitations
 //   - A restore makes one device handle per chunk of up to restore_chunk_bytes (64 MiB: about 32
 //     driver calls per GiB, where a handle per page took 1,024), mapped whole. The driver unmaps a
@@ -31,6 +37,8 @@
 //     trims a release to the chunks it covers, and the engine releases only that (the rest of a
 //     chunk stays reserved, counted, until the whole chunk is free). An offload of memory that
 //     map() made still unmaps and releases it a page at a time (2 calls per page).
+//   - finish_move waits on the host with the device's mutex held: another thread's map or unmap
+//     on this device waits for those copies too.
 //   - The addresses are unmapped for the instant between removing one mapping and adding the
 //     other: work on another stream that touches the range then (it should not: `after` names the
 //     streams that used it) faults, as it would on any remap.
@@ -42,6 +50,7 @@
 #include <vector>
 
 #include "cuda_vmm_state.hpp"
+#include "phasealloc/check.hpp"
 
 namespace phasealloc {
 
@@ -106,31 +115,67 @@ CUstream copy_stream(cuda_vmm_device::state& s) {
   return s.copy_stream;
 }
 
-/// Copies `live` (inside the range at `range`) from the same offsets at `from_base` to `to_base` on
-/// the copy stream, after `after`, and waits for it.
-errc copy_live(cuda_vmm_device::state& s, device_address range, device_address from_base, device_address to_base,
-               std::span<const byte_range> live, std::span<const event_id> after) {
-  CUstream stream = copy_stream(s);
-  if (stream == nullptr) return errc::device_refused;
+/// Makes the copy stream wait for the `after` events (the streams that used a range).
+errc wait_on_copy_stream(cuda_vmm_device::state& s, CUstream stream, std::span<const event_id> after) {
   for (const event_id id : after) {
     const auto it = s.events.find(id);
     if (it == s.events.end()) return errc::invalid_argument;
     const CUresult r = s.api.stream_wait_event(stream, it->second, 0);
     if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamWaitEvent");
   }
+  return errc::ok;
+}
+
+/// Enqueues copies of `live` (inside the range at `range`) from the same offsets at `from_base` to
+/// `to_base` on the copy stream, after `after`, and records `done` after them.
+errc enqueue_copies(cuda_vmm_device::state& s, device_address range, device_address from_base,
+                    device_address to_base, std::span<const byte_range> live, std::span<const event_id> after,
+                    CUevent done) {
+  CUstream stream = copy_stream(s);
+  if (stream == nullptr) return errc::device_refused;
+  if (const errc e = wait_on_copy_stream(s, stream, after); e != errc::ok) return e;
   for (const byte_range& r : coalesced(live)) {
     const device_address offset = r.addr - range;
     const CUresult c = s.api.memcpy_async(to_ptr(to_base + offset), to_ptr(from_base + offset), r.bytes, stream);
     if (c != CUDA_SUCCESS) return s.failed(c, fmt::format("cuMemcpyAsync({:#x} <- {:#x}, {})", to_base + offset,
                                                           from_base + offset, r.bytes));
   }
+  const CUresult r = s.api.event_record(done, stream);
+  if (r != CUDA_SUCCESS) return s.failed(r, "cuEventRecord(copy stream)");
+  return errc::ok;
+}
+
+/// Waits (on the copy stream, then on the host) for the work the `after` events mark.
+errc wait_for(cuda_vmm_device::state& s, std::span<const event_id> after) {
+  CUstream stream = copy_stream(s);
+  if (stream == nullptr) return errc::device_refused;
+  if (const errc e = wait_on_copy_stream(s, stream, after); e != errc::ok) return e;
   const CUresult r = s.api.stream_synchronize(stream);
   if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamSynchronize(copy stream)");
   return errc::ok;
 }
 
-/// Waits (on the copy stream, then on the host) for the work the `after` events mark.
-errc wait_for(cuda_vmm_device::state& s, std::span<const event_id> after) { return copy_live(s, 0, 0, 0, {}, after); }
+/// Waits for whatever the copy stream holds, ignoring failures: before a rollback unmaps memory
+/// that copies enqueued by a failed step may still touch.
+void drain_copy_stream(cuda_vmm_device::state& s) {
+  if (s.copy_stream != nullptr) (void)s.api.stream_synchronize(s.copy_stream);
+}
+
+/// An event for a move's copies: a spare one, else a new one; nullptr (noted) when none can be made.
+CUevent take_move_event(cuda_vmm_device::state& s) {
+  if (!s.spare_move_events.empty()) {
+    CUevent e = s.spare_move_events.back();
+    s.spare_move_events.pop_back();
+    return e;
+  }
+  CUevent e = nullptr;
+  const CUresult r = s.api.event_create(&e, CU_EVENT_DISABLE_TIMING);
+  if (r != CUDA_SUCCESS) {
+    (void)s.failed(r, "cuEventCreate for a move's copies");
+    return nullptr;
+  }
+  return e;
+}
 
 /// A staging reservation of `bytes` with `handle` mapped over it, readable and writable by this
 /// device; 0 (with the failure noted) when it cannot be made.
@@ -190,20 +235,31 @@ void cuda_vmm_device::state::keep_host_handle(CUmemGenericAllocationHandle handl
 
 errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                               std::span<const event_id> after) noexcept {
+  const errc e = offload_start(addr, bytes, live, after);
+  return e == errc::ok ? finish_move(addr, {}) : e;
+}
+
+errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                              std::span<const event_id> after) noexcept {
+  const errc e = restore_start(addr, bytes, live, after);
+  return e == errc::ok ? finish_move(addr, {}) : e;
+}
+
+errc cuda_vmm_device::offload_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                                    std::span<const event_id> after) noexcept {
   if (!caps_.has_host_backing) return errc::not_supported;
   state& s = *state_;
   std::lock_guard lock(s.mutex);
   std::size_t first = 0;
   state::reservation* res = s.find_pages(addr, bytes, /*mapped=*/true, first);
-  const std::size_t count = bytes / s.page_bytes;
-  if (res == nullptr || !state::whole_units(*res, first, count) || !ranges_inside(live, addr, bytes)) {
+  if (res == nullptr || s.moving(addr, bytes) || !state::whole_units(*res, first, bytes / s.page_bytes) ||
+      !ranges_inside(live, addr, bytes)) {
     return errc::invalid_argument;
   }
   scoped_context ctx(s.api, s.ctx);
-
   CUmemGenericAllocationHandle host = 0;
   std::size_t host_bytes = 0;
-  CUresult r = s.take_host_handle(bytes, host, host_bytes);
+  const CUresult r = s.take_host_handle(bytes, host, host_bytes);
   if (r != CUDA_SUCCESS) return s.failed(r, fmt::format("cuMemCreate({}, host location)", bytes));
   errc err = errc::ok;
   const device_address staging = map_staging(s, host, bytes, err);
@@ -211,35 +267,57 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
     s.keep_host_handle(host, host_bytes);
     return err;
   }
-  err = copy_live(s, addr, addr, staging, live, after);
-  unmap_staging(s, staging, bytes);
+  CUevent done = take_move_event(s);
+  err = done == nullptr ? errc::device_refused : enqueue_copies(s, addr, addr, staging, live, after, done);
   if (err != errc::ok) {
+    drain_copy_stream(s);
+    unmap_staging(s, staging, bytes);
     s.keep_host_handle(host, host_bytes);
+    if (done != nullptr) s.spare_move_events.push_back(done);
     return err;
   }
-  // Device mappings out (handles kept until the host mapping is in), host memory in.
+  s.moves.emplace(addr, state::move{.restore = false,
+                                    .bytes = bytes,
+                                    .done = done,
+                                    .staging = staging,
+                                    .host = host,
+                                    .host_handle_bytes = host_bytes,
+                                    .live_bytes = total_bytes(live)});
+  return errc::ok;
+}
+
+namespace {
+
+/// An offload's finish, its copies done: the device mappings out (handles kept until the host
+/// mapping is in), the host memory in. A failure maps the device pages back, contents intact.
+errc swap_to_host(cuda_vmm_device::state& s, device_address addr, const cuda_vmm_device::state::move& m) {
+  using state = cuda_vmm_device::state;
+  std::size_t first = 0;
+  state::reservation* res = s.find_range(addr, m.bytes, first);
+  const std::size_t count = m.bytes / s.page_bytes;
   const device_address base = addr - first * s.page_bytes;
+  CUresult r = CUDA_SUCCESS;
   std::size_t done = first;  // pages of the range unmapped so far, from its first
   for (; done < first + count; done += res->pages[done].unit_pages) {
     r = s.api.mem_unmap(to_ptr(base + done * s.page_bytes), res->pages[done].unit_pages * s.page_bytes);
     if (r != CUDA_SUCCESS) break;
   }
   if (r == CUDA_SUCCESS) {
-    r = s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
+    r = s.api.mem_map(to_ptr(addr), m.bytes, 0, m.host, 0);
     if (r == CUDA_SUCCESS) {
-      r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
-      if (r != CUDA_SUCCESS) (void)s.api.mem_unmap(to_ptr(addr), bytes);
+      r = s.api.mem_set_access(to_ptr(addr), m.bytes, s.access.data(), s.access.size());
+      if (r != CUDA_SUCCESS) (void)s.api.mem_unmap(to_ptr(addr), m.bytes);
     }
   }
   if (r != CUDA_SUCCESS) {
-    err = s.failed(r, fmt::format("moving [{:#x}, +{}) to host memory", addr, bytes));
-    for (std::size_t i = first; i < done; i += res->pages[i].unit_pages) {  // the device pages back, contents intact
+    const errc err = s.failed(r, fmt::format("moving [{:#x}, +{}) to host memory", addr, m.bytes));
+    for (std::size_t i = first; i < done; i += res->pages[i].unit_pages) {
       const device_address back = base + i * s.page_bytes;
       const std::size_t unit_bytes = res->pages[i].unit_pages * s.page_bytes;
       (void)s.api.mem_map(to_ptr(back), unit_bytes, 0, res->pages[i].handle, 0);
       (void)s.api.mem_set_access(to_ptr(back), unit_bytes, s.access.data(), s.access.size());
     }
-    s.keep_host_handle(host, host_bytes);
+    s.keep_host_handle(m.host, m.host_handle_bytes);
     return err;
   }
   for (std::size_t i = first; i < first + count;) {
@@ -249,21 +327,24 @@ errc cuda_vmm_device::offload(device_address addr, std::size_t bytes, std::span<
     for (std::size_t k = i; k < i + n; ++k) res->pages[k] = state::page{.handle = 0, .mapped = true, .host = true};
     i += n;
   }
-  s.host_runs[addr] = state::host_run{.handle = host, .bytes = bytes, .handle_bytes = host_bytes};
-  s.mapped_bytes -= bytes;
-  s.host_bytes += bytes;
-  s.run_handle_bytes += host_bytes;
-  s.moved.to_host += total_bytes(live);
+  s.host_runs[addr] = state::host_run{.handle = m.host, .bytes = m.bytes, .handle_bytes = m.host_handle_bytes};
+  s.mapped_bytes -= m.bytes;
+  s.host_bytes += m.bytes;
+  s.run_handle_bytes += m.host_handle_bytes;
+  s.moved.to_host += m.live_bytes;
   return errc::ok;
 }
 
-errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
-                              std::span<const event_id> after) noexcept {
+}  // namespace
+
+errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                                    std::span<const event_id> after) noexcept {
   if (!caps_.has_host_backing) return errc::not_supported;
   state& s = *state_;
   std::lock_guard lock(s.mutex);
   const auto run = s.host_runs.find(addr);
-  if (run == s.host_runs.end() || run->second.bytes != bytes || !ranges_inside(live, addr, bytes)) {
+  if (run == s.host_runs.end() || run->second.bytes != bytes || s.moving(addr, bytes) ||
+      !ranges_inside(live, addr, bytes)) {
     return errc::invalid_argument;
   }
   std::size_t first = 0;
@@ -291,13 +372,19 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
     for (const CUmemGenericAllocationHandle made : handles) (void)s.api.mem_release(made);
     return err;
   }
-  errc err = errc::ok;
-  const device_address staging = map_staging(s, host, bytes, err);
   const auto drop_handles = [&] {
     for (const CUmemGenericAllocationHandle h : handles) (void)s.api.mem_release(h);
   };
+  CUevent done = take_move_event(s);
+  if (done == nullptr) {
+    drop_handles();
+    return errc::device_refused;
+  }
+  errc err = errc::ok;
+  const device_address staging = map_staging(s, host, bytes, err);
   if (staging == 0) {
     drop_handles();
+    s.spare_move_events.push_back(done);
     return err;
   }
   // Wait for the streams that used the range before its mapping changes under them.
@@ -307,36 +394,96 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
     unmap_staging(s, staging, bytes);
     drop_handles();
+    s.spare_move_events.push_back(done);
     return err;
   }
-  std::size_t done = 0;  // chunks mapped
-  for (; done < handles.size(); ++done) {
-    r = s.api.mem_map(to_ptr(addr + done * chunk * s.page_bytes), chunk_pages(done) * s.page_bytes, 0, handles[done], 0);
+  std::size_t mapped = 0;  // chunks mapped
+  for (; mapped < handles.size(); ++mapped) {
+    r = s.api.mem_map(to_ptr(addr + mapped * chunk * s.page_bytes), chunk_pages(mapped) * s.page_bytes, 0,
+                      handles[mapped], 0);
     if (r != CUDA_SUCCESS) break;
   }
   if (r == CUDA_SUCCESS) r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
-  if (r == CUDA_SUCCESS) err = copy_live(s, addr, staging, addr, live, {});
+  if (r == CUDA_SUCCESS) err = enqueue_copies(s, addr, staging, addr, live, {}, done);
   if (r != CUDA_SUCCESS || err != errc::ok) {  // the host mapping back over the range: still correct
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("mapping device pages at [{:#x}, +{})", addr, bytes));
-    for (std::size_t k = 0; k < done; ++k) {
+    drain_copy_stream(s);
+    for (std::size_t k = 0; k < mapped; ++k) {
       (void)s.api.mem_unmap(to_ptr(addr + k * chunk * s.page_bytes), chunk_pages(k) * s.page_bytes);
     }
     (void)s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
     (void)s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
     unmap_staging(s, staging, bytes);
     drop_handles();
+    s.spare_move_events.push_back(done);
     return err;
   }
-  unmap_staging(s, staging, bytes);
-  const std::size_t host_bytes = run->second.handle_bytes;
-  s.keep_host_handle(host, host_bytes);  // the next offload copies into memory already in place
+  // The range is device memory from here (its bytes arrive with the copies); the host handle stays
+  // in host_runs, mapped at the staging range, until finish_move.
   for (std::size_t k = 0; k < handles.size(); ++k) state::set_unit(*res, first + k * chunk, chunk_pages(k), handles[k]);
-  s.host_runs.erase(run);
-  s.host_bytes -= bytes;
-  s.run_handle_bytes -= host_bytes;
   s.mapped_bytes += bytes;
-  s.moved.to_device += total_bytes(live);
+  s.moves.emplace(addr, state::move{.restore = true,
+                                    .bytes = bytes,
+                                    .done = done,
+                                    .staging = staging,
+                                    .live_bytes = total_bytes(live)});
   return errc::ok;
+}
+
+result<bool> cuda_vmm_device::move_done(device_address addr) noexcept {
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const auto it = s.moves.find(addr);
+  if (it == s.moves.end()) return true;
+  scoped_context ctx(s.api, s.ctx);
+  const CUresult r = s.api.event_query(it->second.done);
+  if (r == CUDA_SUCCESS) return true;
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  return s.failed(r, "cuEventQuery(a move's copies)");
+}
+
+errc cuda_vmm_device::order_after_move(device_address addr, stream_id stream) noexcept {
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const auto it = s.moves.find(addr);
+  if (it == s.moves.end()) return errc::ok;
+  scoped_context ctx(s.api, s.ctx);
+  const CUresult r = s.api.stream_wait_event(reinterpret_cast<CUstream>(stream), it->second.done, 0);
+  if (r != CUDA_SUCCESS) return s.failed(r, "cuStreamWaitEvent(a stream after a move's copies)");
+  return errc::ok;
+}
+
+errc cuda_vmm_device::finish_move(device_address addr, std::span<const event_id> after) noexcept {
+  state& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const auto it = s.moves.find(addr);
+  if (it == s.moves.end()) return errc::ok;
+  scoped_context ctx(s.api, s.ctx);
+  const state::move m = it->second;
+  if (!m.restore) {  // work queued since the start that may touch the range, before its mapping changes
+    if (const errc e = wait_for(s, after); e != errc::ok) return e;
+  }
+  const CUresult r = s.api.event_synchronize(m.done);
+  if (r != CUDA_SUCCESS) {  // the copies' fate is unknown: the move stays in flight, nothing is dropped
+    return s.failed(r, fmt::format("cuEventSynchronize(the copies of [{:#x}, +{}))", addr, m.bytes));
+  }
+  s.moves.erase(it);
+  s.spare_move_events.push_back(m.done);
+  unmap_staging(s, m.staging, m.bytes);
+  if (!m.restore) return swap_to_host(s, addr, m);
+  const auto run = s.host_runs.find(addr);
+  PHASEALLOC_CHECK(run != s.host_runs.end(), "restore of [{:#x}, +{}) in flight without its host run", addr, m.bytes);
+  s.keep_host_handle(run->second.handle, run->second.handle_bytes);  // the next offload copies into it
+  s.run_handle_bytes -= run->second.handle_bytes;
+  s.host_runs.erase(run);
+  s.host_bytes -= m.bytes;
+  s.moved.to_device += m.live_bytes;
+  return errc::ok;
+}
+
+std::size_t cuda_vmm_device::moves_in_flight() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->moves.size();
 }
 
 std::size_t cuda_vmm_device::host_backed_bytes() const noexcept {

@@ -84,6 +84,16 @@ struct cuda_vmm_device::state {
     std::size_t bytes = 0;         ///< the range
     std::size_t handle_bytes = 0;  ///< the handle
   };
+  /// A move whose copies are in flight (offload_start / restore_start until finish_move).
+  struct move {
+    bool restore = false;
+    std::size_t bytes = 0;
+    CUevent done = nullptr;                 ///< recorded on the copy stream after the copies
+    device_address staging = 0;             ///< the host handle, mapped where the copies reach it
+    CUmemGenericAllocationHandle host = 0;  ///< an offload's handle (a restore's is its host_run's)
+    std::size_t host_handle_bytes = 0;
+    std::size_t live_bytes = 0;             ///< what the copies move
+  };
   /// A host-located handle kept for reuse (options.host_cache_bytes).
   struct idle_host {
     CUmemGenericAllocationHandle handle = 0;
@@ -116,6 +126,8 @@ struct cuda_vmm_device::state {
   std::size_t run_handle_bytes = 0;      ///< the handles behind host_runs
   device::moved_bytes moved;
   CUstream copy_stream = nullptr;  ///< made at the first offload
+  std::map<device_address, move> moves;  ///< in flight, by range start
+  std::vector<CUevent> spare_move_events;
   std::unordered_map<event_id, CUevent> events;
   event_id next_event = 1;
 
@@ -196,6 +208,14 @@ struct cuda_vmm_device::state {
   CUresult take_host_handle(std::size_t bytes, CUmemGenericAllocationHandle& handle, std::size_t& handle_bytes);
   /// Keeps a handle no range maps any more for reuse, releasing the oldest beyond host_cache_bytes.
   void keep_host_handle(CUmemGenericAllocationHandle handle, std::size_t handle_bytes);
+
+  /// Whether [addr, addr+bytes) overlaps a move in flight.
+  bool moving(device_address addr, std::size_t bytes) const {
+    auto it = moves.lower_bound(addr + bytes);
+    if (it == moves.begin()) return false;
+    --it;
+    return it->first + it->second.bytes > addr;
+  }
 
   CUevent find_event(event_id id) {
     std::lock_guard lock(mutex);

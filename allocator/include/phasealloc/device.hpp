@@ -123,6 +123,30 @@ class device {
                        std::span<const event_id> /*after*/) noexcept {
     return errc::not_supported;
   }
+  /// The same moves in two steps, for a caller that overlaps the copies with its own work:
+  /// *_start checks the range, enqueues the copies and answers at once; the move of the range at
+  /// `addr` is then in flight until finish_move(addr), which waits for the copies and completes it.
+  /// In flight, an offload's device pages still hold the bytes (they are released at the finish,
+  /// when the host memory takes their place; a failed finish leaves them, contents intact), and a
+  /// restore's device pages are mapped but filled only when its copies are done: work that reads
+  /// them is ordered after the copies with order_after_move. A device that cannot split a move
+  /// does it whole in *_start and has nothing in flight (the defaults).
+  virtual errc offload_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                             std::span<const event_id> after) noexcept {
+    return offload(addr, bytes, live, after);
+  }
+  virtual errc restore_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                             std::span<const event_id> after) noexcept {
+    return restore(addr, bytes, live, after);
+  }
+  /// Whether the copies of the move in flight at `addr` are done (true when none is in flight).
+  virtual result<bool> move_done(device_address /*addr*/) noexcept { return true; }
+  /// Waits for the copies of the move in flight at `addr` and completes it (ok when none is). An
+  /// offload's mapping changes under the streams that may have used the range since its start:
+  /// `after` marks their work, waited for first.
+  virtual errc finish_move(device_address /*addr*/, std::span<const event_id> /*after*/) noexcept { return errc::ok; }
+  /// Makes `stream` wait (on the device, not the host) for the copies of the move at `addr`.
+  virtual errc order_after_move(device_address /*addr*/, stream_id /*stream*/) noexcept { return errc::ok; }
   /// Bytes of host memory behind offloaded ranges now.
   virtual std::size_t host_backed_bytes() const noexcept { return 0; }
   /// Bytes the offload and restore copies have moved so far, each direction.

@@ -76,6 +76,9 @@ struct offload_outcome {
   std::size_t page_bytes = 0;    ///< Bytes of pages whose memory changed sides.
   std::size_t copied_bytes = 0;  ///< Live bytes copied (never free cached bytes).
   std::size_t kept_bytes = 0;    ///< Offload: bytes of the named blocks that stayed (pages shared with blocks that stay).
+  /// A non-blocking call whose copies are in flight: the ticket finish_moves and
+  /// order_after_moves take (0: nothing in flight, the call did all it did).
+  std::uint64_t ticket = 0;
 };
 
 /// Why an offload or a restore stopped, and what it had done before.
@@ -144,17 +147,38 @@ class engine {
   /// touches an offloaded block reads and writes its bytes over the link. Blocks already offloaded
   /// are left as they are. An unknown address, a device without host backing or a capture under
   /// way is an error naming it, before anything moves.
-  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs);
+  ///
+  /// `non_blocking`: each range's copies are enqueued and the call returns (outcome.ticket names
+  /// them). An offload's device pages go back when its copies are done and the move is finished:
+  /// by finish_moves, by any offload or restore call that finds them done, or by an allocation
+  /// that would otherwise run out of memory (it waits for them). Until then the blocks must not
+  /// be written (their bytes are being read; reads are fine: the finish waits for the streams that
+  /// used them before it changes the mapping), and their pages count in reserved_bytes.
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, bool non_blocking = false);
   /// Brings back to device pages, at the same addresses, every offloaded range holding a block at
   /// `addrs` (all of them when `addrs` is empty). Out of device memory, after the engine released
   /// what it caches, leaves the rest on the host (still correct) and is an out_of_memory error:
   /// nothing is lost, and a later restore may succeed. Refused while a capture is under way.
-  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs);
+  ///
+  /// `non_blocking`: the device pages are mapped (and counted) at once and the copies enqueued;
+  /// the streams that used the blocks (their segment's, those recorded on them) are made to wait
+  /// for the copies on the device; work on another stream must be ordered after them
+  /// (order_after_moves) or wait for them (finish_moves). A block freed meanwhile is reused only
+  /// after its range's copies are done.
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, bool non_blocking = false);
   /// offload() of every allocated block carrying `tag` (allocate's tag; not 0), under one lock: a
   /// block allocated or freed on another thread meanwhile is either named or not, never half.
-  result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag);
+  result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag, bool non_blocking = false);
   /// restore() of every offloaded range holding a block that carries `tag`; nothing when none does.
-  result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag);
+  result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag, bool non_blocking = false);
+  /// Finishes the moves in flight of `ticket` (0: every one): all of them, waiting for their copies,
+  /// when `wait`; else those whose copies are done. Answers whether none of them is left in flight.
+  /// An offload whose finish fails leaves its blocks on the device, contents intact (the error
+  /// names them); a restore whose copies cannot be waited for stays in flight.
+  result<bool, offload_error> finish_moves(std::uint64_t ticket, bool wait);
+  /// Makes `stream` wait, on the device, for the copies of the moves in flight of `ticket` (0:
+  /// every one): kernels enqueued on it afterwards see restored bytes, without the host waiting.
+  errc order_after_moves(std::uint64_t ticket, stream_id stream);
 
   // --- phases ----------------------------------------------------------------------------------
   /// Makes `name` the current phase, remembering the previous one for end_phase().

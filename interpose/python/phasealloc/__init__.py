@@ -31,13 +31,13 @@ import warnings
 from ._library import PhaseallocError, library_path, load
 from ._phases import current_phase, phase, set_phase
 from .host_buffers import chunk_offloader, host_buffer, host_stats, trim_host
-from ._same_address import OffloadOutOfMemory, graph_pool, offload, restore, tag
+from ._same_address import OffloadOutOfMemory, graph_pool, move_handle, offload, restore, tag
 
 __all__ = [
     "PhaseallocError", "enable", "is_enabled", "phase", "current_phase", "set_phase", "stats", "summary",
     "trace", "snapshot", "config", "library_path", "load", "empty_cache",
     "host_buffer", "host_stats", "trim_host", "chunk_offloader", "offload", "restore", "tag", "graph_pool",
-    "OffloadOutOfMemory",
+    "OffloadOutOfMemory", "move_handle",
 ]
 
 _allocator = None  # the CUDAPluggableAllocator, kept alive with the process

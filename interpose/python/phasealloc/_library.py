@@ -76,6 +76,13 @@ def _declare(lib):
         "phasealloc_restore": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, c_void_p]),
         "phasealloc_offload_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
         "phasealloc_restore_tag": (c_int, [c_int, ctypes.c_uint32, c_void_p]),
+        # out as above; the last: a uint64_t* for the ticket of the moves in flight
+        "phasealloc_offload_start": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, ctypes.c_uint32, c_void_p,
+                                             ctypes.POINTER(ctypes.c_uint64)]),
+        "phasealloc_restore_start": (c_int, [c_int, ctypes.POINTER(c_void_p), c_size_t, ctypes.c_uint32, c_void_p,
+                                             ctypes.POINTER(ctypes.c_uint64)]),
+        "phasealloc_finish_moves": (c_int, [c_int, ctypes.c_uint64, c_int]),
+        "phasealloc_order_after_moves": (c_int, [c_int, ctypes.c_uint64, c_void_p]),
         "phasealloc_tag_id": (ctypes.c_uint32, [c_char_p]),
         "phasealloc_find_tag": (ctypes.c_uint32, [c_char_p]),
         "phasealloc_set_thread_tag": (ctypes.c_uint32, [ctypes.c_uint32]),

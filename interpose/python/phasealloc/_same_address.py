@@ -10,7 +10,7 @@ bytes over the link (slowly) instead of faulting, so graphs, registered buffers 
 working. Only pages that the named tensors' blocks cover alone leave (a page shared with a block
 that stays, stays: `kept_bytes`); only the requested bytes are copied, never free cached memory.
 Needs device:cuda_vmm on a CUDA 12.2+ driver (simcuda emulates it); elsewhere offload raises
-PhaseallocError naming the device. Both calls return when the copies are done.
+PhaseallocError naming the device. Both calls return when the copies are done, unless non_blocking.
 
 Tensors allocated under `with phasealloc.tag("name"):` carry the tag: offload(tag="name") and
 restore(tag="name") move every block that carries it, and the phasealloc policy gives the first 15
@@ -23,6 +23,14 @@ A CUDA graph's memory moves with its pool when the graph was captured into phase
 with its contents, and restore(pool=p) brings them back at the same addresses, so the graph replays
 to the same result. The segments move whole (the pool's free space inside them is copied too). A
 graph captured into PyTorch's own pool (the default) cannot be moved: offload(pool=) says so.
+
+With non_blocking=True both return a move_handle once the copies are enqueued on phasealloc's copy
+stream, so they overlap the caller's work. An offload's device pages go back when its copies are
+done: at handle.wait(), at a later offload/restore that finds them done, or when an allocation
+would otherwise run out of memory (it waits for them); the tensors must not be written meanwhile.
+A restore's pages are the GPU's at once, and the current stream is made to wait for its copies
+(on the device, not the host), so work queued on it afterwards sees the bytes; another stream
+needs handle.wait_stream(stream).
 
 restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has
 no memory for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
@@ -106,32 +114,115 @@ def tag(name):
         lib.phasealloc_set_thread_tag(previous)
 
 
-def _call_tag(name, tag_name, device):
+class move_handle:
+    """The moves a non-blocking offload() or restore() left in flight (phasealloc's copy stream is
+    copying them). `outcome` is the dict the blocking call returns."""
+
+    def __init__(self, outcome, tickets):
+        self.outcome = outcome
+        self._tickets = [(device, ticket) for device, ticket in tickets if ticket]  # (device, ticket)
+
+    def _finish(self, wait):
+        lib = load()
+        left = []
+        for device, ticket in self._tickets:
+            answer = lib.phasealloc_finish_moves(device, ticket, 1 if wait else 0)
+            if answer < 0:
+                raise PhaseallocError(last_error())
+            if answer == 0:
+                left.append((device, ticket))
+        self._tickets = left
+        return not left
+
+    def done(self):
+        """Whether every copy is done; the moves whose copies are done are finished (an offload's
+        device pages go back)."""
+        return self._finish(wait=False)
+
+    def wait(self):
+        """Waits for the copies and finishes the moves. Returns `outcome`."""
+        self._finish(wait=True)
+        return self.outcome
+
+    def wait_stream(self, stream=None):
+        """Makes `stream` (a torch.cuda.Stream; None: the current stream of each device) wait for
+        the copies on the device, without blocking the host."""
+        from .host_buffers import _stream_handle
+
+        lib = load()
+        for device, ticket in self._tickets:
+            if stream is None:
+                import torch
+
+                handle = _stream_handle(torch.cuda.current_stream(device))
+            else:
+                handle = _stream_handle(stream)
+            if lib.phasealloc_order_after_moves(device, ticket, handle) != 0:
+                raise PhaseallocError(last_error())
+
+    def __repr__(self):
+        return "move_handle(%s, in flight: %d)" % (self.outcome, len(self._tickets))
+
+
+def _current_device(device):
+    if device is not None:
+        return int(device)
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def _start(restore, device, addresses, tag_number):
+    """A non-blocking move on `device` (by tag when tag_number, else over addresses): (outcome, ticket)."""
+    lib = load()
+    array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
+    out = _result()
+    ticket = ctypes.c_uint64(0)
+    start = lib.phasealloc_restore_start if restore else lib.phasealloc_offload_start
+    status = start(device, array, len(addresses), tag_number, ctypes.addressof(out), ctypes.byref(ticket))
+    return _status(status, out), ticket.value
+
+
+def _handle(restore, outcome, tickets):
+    handle = move_handle(outcome, tickets)
+    if restore:  # work queued next on the current stream sees the restored bytes
+        handle.wait_stream()
+    return handle
+
+
+def _nothing(non_blocking):
+    done = dict.fromkeys(FIELDS, 0)
+    return move_handle(done, []) if non_blocking else done
+
+
+def _call_tag(name, tag_name, device, non_blocking=False):
     number = load().phasealloc_find_tag(_name_bytes(tag_name, "phasealloc.offload/restore"))
     if number == 0:  # never given to phasealloc.tag(): nothing carries it (looking it up numbers nothing)
-        return dict.fromkeys(FIELDS, 0)
-    if device is None:
-        import torch
-
-        device = torch.cuda.current_device()
+        return _nothing(non_blocking)
+    device = _current_device(device)
+    if non_blocking:
+        restore = name == "phasealloc_restore_tag"
+        outcome, ticket = _start(restore, device, [], number)
+        return _handle(restore, outcome, [(device, ticket)])
     out = _result()
-    return _status(getattr(load(), name)(int(device), number, ctypes.addressof(out)), out)
+    return _status(getattr(load(), name)(device, number, ctypes.addressof(out)), out)
 
 
-def _call(name, tensors, device, ours_only=False):
+def _call(name, tensors, device, ours_only=False, non_blocking=False):
     addresses = []
     if tensors is not None:
         tensor_device, addresses = _blocks(tensors, ours_only)
         if not addresses:  # an empty list names nothing (None names every range, for restore)
-            return dict.fromkeys(FIELDS, 0)
+            return _nothing(non_blocking)
         device = tensor_device
-    if device is None:
-        import torch
-
-        device = torch.cuda.current_device()
+    device = _current_device(device)
+    if non_blocking:
+        restore = name == "phasealloc_restore"
+        outcome, ticket = _start(restore, device, addresses, 0)
+        return _handle(restore, outcome, [(device, ticket)])
     array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
     out = _result()
-    return _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+    return _status(getattr(load(), name)(device, array, len(addresses), ctypes.addressof(out)), out)
 
 
 def graph_pool():
@@ -163,14 +254,19 @@ def _pool_segments(pool):
     return by_device
 
 
-def _call_pool(name, pool):
+def _call_pool(name, pool, non_blocking=False):
     done = dict.fromkeys(FIELDS, 0)
+    tickets = []
     for device, addresses in sorted(_pool_segments(pool).items()):
-        array = (ctypes.c_void_p * len(addresses))(*addresses)
-        out = _result()
-        moved = _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+        if non_blocking:
+            moved, ticket = _start(name == "phasealloc_restore", int(device), addresses, 0)
+            tickets.append((int(device), ticket))
+        else:
+            array = (ctypes.c_void_p * len(addresses))(*addresses)
+            out = _result()
+            moved = _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
         done = {field: done[field] + moved[field] for field in FIELDS}
-    return done
+    return _handle(name == "phasealloc_restore", done, tickets) if non_blocking else done
 
 
 def offload_ours(tensors, device=None):
@@ -183,28 +279,31 @@ def restore_ours(tensors, device=None):
     return _call("phasealloc_restore", tensors, device, ours_only=True)
 
 
-def offload(tensors=None, device=None, tag=None, pool=None):
+def offload(tensors=None, device=None, tag=None, pool=None, non_blocking=False):
     """Moves the bytes of `tensors` (a tensor or an iterable of them, on one GPU), of every block
     carrying `tag` on `device` (the current device by default), or of a graph_pool()'s segments, to
     host memory at the same addresses. Returns {"blocks", "ranges", "page_bytes", "copied_bytes",
-    "kept_bytes"}."""
+    "kept_bytes"}; with non_blocking, a move_handle at once (its device pages go back when the
+    copies are done: handle.wait(), or an allocation that needs them; do not write the tensors
+    until then)."""
     if sum(x is not None for x in (tensors, tag, pool)) != 1:
         raise PhaseallocError("phasealloc.offload: name the tensors, a tag or a pool (one of the three)")
     if pool is not None:
-        return _call_pool("phasealloc_offload", pool)
+        return _call_pool("phasealloc_offload", pool, non_blocking)
     if tag is not None:
-        return _call_tag("phasealloc_offload_tag", tag, device)
-    return _call("phasealloc_offload", tensors, device)
+        return _call_tag("phasealloc_offload_tag", tag, device, non_blocking)
+    return _call("phasealloc_offload", tensors, device, non_blocking=non_blocking)
 
 
-def restore(tensors=None, device=None, tag=None, pool=None):
+def restore(tensors=None, device=None, tag=None, pool=None, non_blocking=False):
     """Brings the offloaded ranges holding `tensors`, the blocks carrying `tag`, or a graph_pool()'s
     segments back to device pages (none of them: every range of `device`, the current device by
-    default). Returns the same dict as offload()."""
+    default). Returns the same dict as offload(); with non_blocking, a move_handle at once, the
+    current stream ordered after the copies (another stream: handle.wait_stream(stream))."""
     if sum(x is not None for x in (tensors, tag, pool)) > 1:
         raise PhaseallocError("phasealloc.restore: name the tensors, a tag or a pool, not more than one")
     if pool is not None:
-        return _call_pool("phasealloc_restore", pool)
+        return _call_pool("phasealloc_restore", pool, non_blocking)
     if tag is not None:
-        return _call_tag("phasealloc_restore_tag", tag, device)
-    return _call("phasealloc_restore", tensors, device)
+        return _call_tag("phasealloc_restore_tag", tag, device, non_blocking)
+    return _call("phasealloc_restore", tensors, device, non_blocking=non_blocking)

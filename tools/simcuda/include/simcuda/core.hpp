@@ -128,11 +128,13 @@ struct counters {
   std::uint64_t out_of_memory = 0;     ///< refused for capacity
   std::uint64_t fat_binaries = 0;
   std::uint64_t functions_registered = 0;
+  std::uint64_t stream_waits = 0;      ///< cudaStreamWaitEvent/cuStreamWaitEvent outside a capture
 };
 
 /// A snapshot of the process-wide counters.
 counters read_counters() noexcept;
 void count_kernel_launch() noexcept;
+void count_stream_wait() noexcept;
 void count_library_call() noexcept;
 void count_memcpy(std::size_t bytes) noexcept;
 void count_memset() noexcept;

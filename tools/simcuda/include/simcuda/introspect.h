@@ -26,6 +26,7 @@ struct simcuda_counters {
   uint64_t out_of_memory;
   uint64_t fat_binaries;
   uint64_t functions_registered;
+  uint64_t stream_waits; /* cudaStreamWaitEvent / cuStreamWaitEvent outside a capture */
 };
 
 /* Fills *out (bytes: sizeof(struct simcuda_counters) as the caller knows it). 0 on success. */

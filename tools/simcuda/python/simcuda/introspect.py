@@ -68,7 +68,7 @@ class simulator:
 
     FIELDS = ("kernel_launches", "library_calls", "memcpy_calls", "memcpy_bytes", "memset_calls",
               "device_mallocs", "device_frees", "vmm_creates", "vmm_maps", "vmm_unmaps", "unemulated_calls",
-              "out_of_memory", "fat_binaries", "functions_registered")
+              "out_of_memory", "fat_binaries", "functions_registered", "stream_waits")
 
     def __init__(self):
         self.lib = _library()

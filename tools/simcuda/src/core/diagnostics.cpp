@@ -14,7 +14,8 @@ namespace {
 struct atomic_counters {
   std::atomic<std::uint64_t> kernel_launches{0}, library_calls{0}, memcpy_calls{0}, memcpy_bytes{0},
       memset_calls{0}, device_mallocs{0}, device_frees{0}, vmm_creates{0}, vmm_maps{0}, vmm_unmaps{0},
-      unemulated_calls{0}, out_of_memory{0}, fat_binaries{0}, functions_registered{0};
+      unemulated_calls{0}, out_of_memory{0}, fat_binaries{0}, functions_registered{0},
+      stream_waits{0};
 };
 
 atomic_counters& live() {
@@ -43,6 +44,7 @@ void count_memcpy(std::size_t bytes) noexcept {
 void count_memset() noexcept { live().memset_calls.fetch_add(1, std::memory_order_relaxed); }
 void count_fat_binary() noexcept { live().fat_binaries.fetch_add(1, std::memory_order_relaxed); }
 void count_function_registered() noexcept { live().functions_registered.fetch_add(1, std::memory_order_relaxed); }
+void count_stream_wait() noexcept { live().stream_waits.fetch_add(1, std::memory_order_relaxed); }
 
 counters read_counters() noexcept {
   const atomic_counters& c = live();
@@ -61,6 +63,7 @@ counters read_counters() noexcept {
   out.out_of_memory = c.out_of_memory.load();
   out.fat_binaries = c.fat_binaries.load();
   out.functions_registered = c.functions_registered.load();
+  out.stream_waits = c.stream_waits.load();
   return out;
 }
 

@@ -13,7 +13,7 @@ int simcuda_get_counters(struct simcuda_counters* out, size_t bytes) {
   const simcuda_counters full{c.kernel_launches, c.library_calls,  c.memcpy_calls,     c.memcpy_bytes,
                               c.memset_calls,    c.device_mallocs, c.device_frees,     c.vmm_creates,
                               c.vmm_maps,        c.vmm_unmaps,     c.unemulated_calls, c.out_of_memory,
-                              c.fat_binaries,    c.functions_registered};
+                              c.fat_binaries,    c.functions_registered, c.stream_waits};
   std::memcpy(out, &full, bytes < sizeof full ? bytes : sizeof full);
   return 0;
 }

@@ -96,6 +96,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t e, unsigned int
   cudaError_t status = result(
       from(capture_event_wait(s, ev, legacy_handle(handle), flags & cudaEventWaitExternal, &captured)));
   if (status != cudaSuccess || captured) return status;  // a fork or join of a capture
+  count_stream_wait();
   tick();  // work already ran: nothing to delay (see streams.cpp)
   return cudaSuccess;
 }

@@ -93,6 +93,7 @@ CUresult cuStreamWaitEvent(CUstream handle, CUevent e, unsigned int flags) {
   bool captured = false;
   const CUresult r = from(capture_event_wait(s, ev, legacy_handle(handle), false, &captured));
   if (r != CUDA_SUCCESS || captured) return r;
+  count_stream_wait();
   tick();  // work already ran: nothing to delay (see streams.cpp)
   return CUDA_SUCCESS;
 }

@@ -104,6 +104,17 @@ class cuda_vmm_device final : public device {
                std::span<const event_id> after) noexcept override;
   errc restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                std::span<const event_id> after) noexcept override;
+  /// The two-step forms: the copies are enqueued on the copy stream and an event recorded after
+  /// them; finish_move waits for it (an offload then swaps the mappings, a restore drops its staging).
+  errc offload_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                     std::span<const event_id> after) noexcept override;
+  errc restore_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
+                     std::span<const event_id> after) noexcept override;
+  result<bool> move_done(device_address addr) noexcept override;
+  errc finish_move(device_address addr, std::span<const event_id> after) noexcept override;
+  errc order_after_move(device_address addr, stream_id stream) noexcept override;
+  /// Moves in flight now (started, not finished).
+  std::size_t moves_in_flight() const noexcept;
   std::size_t host_backed_bytes() const noexcept override;
   moved_bytes moved() const noexcept override;
   /// Host-located memory held now: behind offloaded ranges and kept for reuse (host_cache_bytes).
