@@ -182,6 +182,14 @@ PHASEALLOC_API int phasealloc_offload_start(int device, void* const* ptrs, size_
                                             phasealloc_offload_result* out, uint64_t* ticket);
 PHASEALLOC_API int phasealloc_restore_start(int device, void* const* ptrs, size_t count, uint32_t tag,
                                             phasealloc_offload_result* out, uint64_t* ticket);
+/* phasealloc_offload / phasealloc_restore (non_blocking: the _start forms) of segments phasealloc lent to
+ * a pool of PyTorch's allocator (a CUDA graph pool; ptrs: the segments' addresses), copying only the
+ * bytes that allocator holds in them: the spans (span_addrs[i], span_bytes[i]), in address order and
+ * not overlapping (none: nothing is copied); the free space of the segments moves without its bytes (a graph's scratch: its
+ * kernels write it before they read it). Returns as those do. */
+PHASEALLOC_API int phasealloc_move_lent(int device, int restore, int non_blocking, void* const* ptrs, size_t count,
+                                        void* const* span_addrs, const size_t* span_bytes, size_t span_count,
+                                        phasealloc_offload_result* out, uint64_t* ticket);
 /* Finishes the moves in flight of `ticket` on `device` (0: every one): waits for their copies when
  * `wait` is nonzero, else finishes only those whose copies are done. 1 when none of them is left in
  * flight, 0 when some are, -1 on an error (last error: an offload that could not finish keeps its

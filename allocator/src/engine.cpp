@@ -565,26 +565,28 @@ result<std::vector<device_address>, std::string> engine::seed(const std::vector<
   std::lock_guard lock(impl_->mutex_);
   return impl_->seed(segments);
 }
-result<offload_outcome, offload_error> engine::offload(std::span<const device_address> addrs, bool non_blocking) {
+result<offload_outcome, offload_error> engine::offload(std::span<const device_address> addrs,
+                                                       const move_options& options) {
   std::lock_guard lock(impl_->mutex_);
-  return impl_->offload(addrs, non_blocking);
+  return impl_->offload(addrs, options);
 }
-result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs, bool non_blocking) {
+result<offload_outcome, offload_error> engine::restore(std::span<const device_address> addrs,
+                                                       const move_options& options) {
   std::lock_guard lock(impl_->mutex_);
-  return impl_->restore(addrs, non_blocking);
+  return impl_->restore(addrs, options);
 }
 result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "offload of tag 0: 0 means untagged: nothing was offloaded", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
-  return impl_->offload(addrs, non_blocking);
+  return impl_->offload(addrs, move_options{.non_blocking = non_blocking});
 }
 result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag, bool non_blocking) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "restore of tag 0: 0 means untagged: nothing was restored", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
   if (addrs.empty()) return offload_outcome{};  // restore() of no address would restore every range
-  return impl_->restore(addrs, non_blocking);
+  return impl_->restore(addrs, move_options{.non_blocking = non_blocking});
 }
 result<bool, offload_error> engine::finish_moves(std::uint64_t ticket, bool wait) {
   std::lock_guard lock(impl_->mutex_);

@@ -60,8 +60,8 @@ class engine_impl {
   errc record_stream(device_address addr, stream_id stream);
   std::size_t run_plan(const release_plan& plan);
   result<std::vector<device_address>, std::string> seed(const std::vector<seed_segment>& segments);
-  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, bool non_blocking);
-  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, bool non_blocking);
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, const move_options& options);
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, const move_options& options);
   result<bool, offload_error> finish_moves(std::uint64_t ticket, bool wait);
   errc order_after_moves(std::uint64_t ticket, stream_id stream);
   /// The kept failure of a move no caller could be told of (then cleared), prefixed as earlier.
@@ -349,7 +349,7 @@ class engine_impl {
   /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
   /// non_blocking: the range stays in flight (a restore's) and `done.ticket` names the call.
   errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call,
-                     bool non_blocking);
+                     const move_options& options);
   /// The error a move finished outside a call that could report it left (then cleared), else the
   /// moves in flight whose copies are done, landed (offload and restore start with it).
   result<bool, offload_error> land_done_moves();

@@ -20,6 +20,8 @@
 //     nothing stays. offload_tagged names every allocated block carrying a tag. A device that
 //     mapped part of the range in a larger handle (cuda_vmm restores in chunks) trims it to the
 //     handles it covers whole (device::unmap_span); a page release does the same.
+//   - move_options::copy_only narrows the copies further, for blocks lent whole to another
+//     allocator (a CUDA graph pool's segments): only the bytes it holds are copied, both ways.
 //   - Books: an offloaded range stays mapped (mapped_bytes) but is not reserved: reserved_bytes is
 //     the device's memory, offloaded_bytes the host's. The trace and the event listener see an
 //     offload as a segment_unmap and a restore as a segment_map of the range, so whoever follows
@@ -75,6 +77,24 @@ std::vector<byte_range> live_ranges(const block* first, device_address lo, devic
     const device_address from = std::max(b->addr, lo);
     const device_address to = std::min(b->addr + b->requested_bytes, hi);
     if (from < to) out.push_back({from, to - from});
+  }
+  return out;
+}
+
+/// `live` cut to the parts inside `only` (both in address order, not overlapping); `live` itself
+/// when `only` is not set.
+std::vector<byte_range> within(std::vector<byte_range> live, const std::optional<std::span<const byte_range>>& spans) {
+  if (!spans) return live;
+  const std::span<const byte_range> only = *spans;
+  std::vector<byte_range> out;
+  std::size_t j = 0;
+  for (const byte_range& r : live) {
+    while (j < only.size() && only[j].addr + only[j].bytes <= r.addr) ++j;
+    for (std::size_t k = j; k < only.size() && only[k].addr < r.addr + r.bytes; ++k) {
+      const device_address from = std::max(r.addr, only[k].addr);
+      const device_address to = std::min(r.addr + r.bytes, only[k].addr + only[k].bytes);
+      if (from < to) out.push_back({from, to - from});
+    }
   }
   return out;
 }
@@ -140,7 +160,8 @@ block* engine_impl::carve_free_edge(block* b, device_address lo, device_address 
 }
 
 result<offload_outcome, offload_error> engine_impl::offload(std::span<const device_address> addrs,
-                                                            bool non_blocking) {
+                                                            const move_options& options) {
+  const bool non_blocking = options.non_blocking;
   settle();
   offload_outcome done;
   if (!device_.caps().has_host_backing) {
@@ -238,7 +259,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
                                        count, first->addr, run_end, held + (hi - lo), budget, held),
                            done};
     }
-    const std::vector<byte_range> live = live_ranges(first, lo, hi);
+    const std::vector<byte_range> live = within(live_ranges(first, lo, hi), options.copy_only);
     const std::vector<event_id> after = events_for(first, run_end);
     const errc e = device_.offload_start(lo, hi - lo, live, after);
     recycle_events(after);
@@ -407,14 +428,15 @@ errc engine_impl::order_after_moves(std::uint64_t ticket, stream_id stream) {
 }
 
 errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done,
-                                std::uint64_t call, bool non_blocking) {
+                                std::uint64_t call, const move_options& options) {
+  const bool non_blocking = options.non_blocking;
   offloaded_range& r = it->second;
   const auto bytes = static_cast<std::int64_t>(r.bytes);
   if (limit() != 0 && static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current) + r.bytes > limit()) {
     return errc::out_of_memory;  // the memory fraction holds for restores too
   }
   block* first = first_block_in(r);
-  const std::vector<byte_range> live = live_ranges(first, r.addr, r.end());
+  const std::vector<byte_range> live = within(live_ranges(first, r.addr, r.end()), options.copy_only);
   const std::vector<event_id> after = events_for(first, r.end());
   const errc e = device_.restore_start(r.addr, r.bytes, live, after);
   recycle_events(after);
@@ -456,7 +478,7 @@ errc engine_impl::restore_range(std::map<device_address, offloaded_range>::itera
 }
 
 result<offload_outcome, offload_error> engine_impl::restore(std::span<const device_address> addrs,
-                                                            bool non_blocking) {
+                                                            const move_options& options) {
   settle();
   offload_outcome done;
   if (device_calls_held_) {
@@ -495,12 +517,12 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
     }
-    errc e = restore_range(it, done, call, non_blocking);
+    errc e = restore_range(it, done, call, options);
     if (e == errc::out_of_memory) {
       run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
-      e = restore_range(it, done, call, non_blocking);
+      e = restore_range(it, done, call, options);
     }
     if (e != errc::ok) {
       if (e == errc::out_of_memory) ++stats_.num_restore_ooms;

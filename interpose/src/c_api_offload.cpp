@@ -29,6 +29,14 @@ struct move_call {
   phasealloc_offload_result* out = nullptr;
   std::uint64_t* ticket = nullptr;  ///< non_blocking: the ticket of the moves in flight (0: none)
   errc code = errc::ok;             ///< the engine's errc of a failure
+  bool copies_named = false;         ///< copy only `copy_only` (move_options::copy_only)
+  std::vector<byte_range> copy_only = {};
+
+  move_options options() const {
+    move_options o{.non_blocking = non_blocking};
+    if (copies_named) o.copy_only = std::span<const byte_range>(copy_only);
+    return o;
+  }
 };
 
 /// The outcome of an offload or a restore: into `out` (and the ticket), its error's text (empty when
@@ -60,7 +68,7 @@ std::string move_blocks(move_call& call, int device, void* const* ptrs, std::siz
   std::vector<device_address> addrs(count);
   for (std::size_t i = 0; i < count; ++i) addrs[i] = reinterpret_cast<device_address>(ptrs[i]);
   return report(device,
-                call.restore ? slot->eng->restore(addrs, call.non_blocking) : slot->eng->offload(addrs, call.non_blocking),
+                call.restore ? slot->eng->restore(addrs, call.options()) : slot->eng->offload(addrs, call.options()),
                 call.out, call.code, call.ticket);
 }
 
@@ -132,6 +140,32 @@ PHASEALLOC_API int phasealloc_offload_start(int device, void* const* ptrs, size_
 PHASEALLOC_API int phasealloc_restore_start(int device, void* const* ptrs, size_t count, uint32_t tag,
                                             phasealloc_offload_result* out, uint64_t* ticket) {
   return start_move("phasealloc_restore_start", true, device, ptrs, count, tag, out, ticket);
+}
+
+PHASEALLOC_API int phasealloc_move_lent(int device, int restore, int non_blocking, void* const* ptrs, size_t count,
+                                        void* const* span_addrs, const size_t* span_bytes, size_t span_count,
+                                        phasealloc_offload_result* out, uint64_t* ticket) {
+  move_call call{.restore = restore != 0, .non_blocking = non_blocking != 0, .out = out, .ticket = ticket};
+  return run_move("phasealloc_move_lent", call, [&]() -> std::string {
+    put(offload_outcome{}, out);
+    if (ticket != nullptr) *ticket = 0;
+    if (span_count > 0 && (span_addrs == nullptr || span_bytes == nullptr)) {
+      return fmt::format("{} spans at NULL", span_count);
+    }
+    call.copies_named = true;
+    std::vector<byte_range>& spans = call.copy_only;
+    spans.reserve(span_count);
+    for (std::size_t i = 0; i < span_count; ++i) {
+      const byte_range r{reinterpret_cast<device_address>(span_addrs[i]), span_bytes[i]};
+      if (r.bytes == 0 || r.addr + r.bytes < r.addr) return fmt::format("span {} ([{:#x}, +{})) is empty or wraps", i, r.addr, r.bytes);
+      if (!spans.empty() && spans.back().addr + spans.back().bytes > r.addr) {
+        return fmt::format("span {} ([{:#x}, +{})) overlaps or precedes the one before: spans go in address order", i,
+                           r.addr, r.bytes);
+      }
+      spans.push_back(r);
+    }
+    return move_blocks(call, device, ptrs, count);
+  });
 }
 
 PHASEALLOC_API int phasealloc_finish_moves(int device, uint64_t ticket, int wait) {

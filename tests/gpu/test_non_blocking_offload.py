@@ -148,7 +148,8 @@ def scenario_blocks_freed_and_reused_while_moves_are_in_flight(torch, phasealloc
 
 
 def scenario_bad_move_requests_are_named(torch, phasealloc):
-    """Bad tickets and mixed selectors are refused with what was wrong."""
+    """Bad devices, mixed selectors and spans out of order are refused with what was wrong; a block
+    whose offload is in flight is not moved twice."""
     x = torch.ones(4 * MIB, dtype=torch.uint8, device="cuda")
     lib = phasealloc._library.load()
     assert lib.phasealloc_finish_moves(99, 0, 1) == -1
@@ -158,6 +159,13 @@ def scenario_bad_move_requests_are_named(torch, phasealloc):
         raise AssertionError("offload of tensors and a tag at once was not refused")
     except phasealloc.PhaseallocError as e:
         assert "one of the three" in str(e), str(e)
+    import ctypes
+
+    ptrs = (ctypes.c_void_p * 1)(x.data_ptr())
+    spans = (ctypes.c_void_p * 2)(x.data_ptr() + 4096, x.data_ptr())  # not in address order
+    sizes = (ctypes.c_size_t * 2)(4096, 4096)
+    assert lib.phasealloc_move_lent(0, 0, 0, ptrs, 1, spans, sizes, 2, None, None) == -1
+    assert "address order" in phasealloc._library.last_error(), phasealloc._library.last_error()
     handle = phasealloc.offload(x, non_blocking=True)
     assert phasealloc.offload(x, non_blocking=True).outcome["blocks"] == 0, "an offload in flight was moved twice"
     handle.wait()

@@ -278,8 +278,9 @@ def scenario_a_tag_moves_its_blocks_whole_pages_and_nothing_else(torch, phaseall
 
 def scenario_a_graph_pool_moves_with_its_contents_and_the_graph_replays(torch, phasealloc):
     """A CUDA graph captured into phasealloc.graph_pool(): offload(pool=) moves the pool's segments
-    with their contents and gives their pages back; the graph replays while they are away (over the
-    link) and after restore(pool=), to the CPU's result each time. The simulated GPU runs a replay's
+    with their contents and gives their pages back, copying only the blocks PyTorch's allocator
+    holds in them (the graph's freed scratch is not copied); the graph replays while they are away
+    (over the link) and after restore(pool=), to the CPU's result each time. The simulated GPU runs a replay's
     copies and memsets (not its kernels), so the graph is made of copies: an input buffer into the
     pool, a part of it over another part, the pool's buffer out."""
     g = torch.Generator().manual_seed(21)
@@ -290,7 +291,9 @@ def scenario_a_graph_pool_moves_with_its_contents_and_the_graph_replays(torch, p
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool.id):
         staged = source.clone()             # in the pool: the graph's own memory
-        staged[: n // 3].copy_(source[n // 3: 2 * n // 3])
+        scratch = staged.clone()            # freed below: scratch the graph writes before it reads
+        staged[: n // 3].copy_(scratch[n // 3: 2 * n // 3])
+        del scratch
         sink.copy_(staged)
 
     def expected(host):
@@ -305,9 +308,15 @@ def scenario_a_graph_pool_moves_with_its_contents_and_the_graph_replays(torch, p
     assert segments and all(phasealloc._same_address.load().phasealloc_owner_device(s["address"]) >= 0
                             for s in segments), segments
     reserved = phasealloc.stats()["reserved_bytes.all.current"]
+    sim = _simulator()
+    copied_before = sim.counters()["memcpy_bytes"] if sim else 0
     out = phasealloc.offload(pool=pool)
     pool_bytes = sum(s["total_size"] for s in segments)
+    held = sum(b["size"] for s in segments for b in s["blocks"] if b["state"] == "active_allocated")
     assert out["page_bytes"] == pool_bytes and out["kept_bytes"] == 0, (out, pool_bytes)
+    assert out["copied_bytes"] == held < pool_bytes - n, (out, held, pool_bytes)  # the scratch stayed behind
+    if sim:
+        assert sim.counters()["memcpy_bytes"] - copied_before == held
     assert phasealloc.stats()["reserved_bytes.all.current"] == reserved - pool_bytes
     assert torch.equal(staged.cpu(), expected(first)), "the pool's contents changed when they left"
     second = torch.empty(n, dtype=torch.uint8).random_(0, 256, generator=g)
@@ -316,7 +325,7 @@ def scenario_a_graph_pool_moves_with_its_contents_and_the_graph_replays(torch, p
     torch.cuda.synchronize()
     assert torch.equal(sink.cpu(), expected(second))
     back = phasealloc.restore(pool=pool)
-    assert back["page_bytes"] == pool_bytes, back
+    assert back["page_bytes"] == pool_bytes and back["copied_bytes"] == held, (back, held)
     assert torch.equal(staged.cpu(), expected(second)), "the pool's contents changed when they came back"
     third = torch.empty(n, dtype=torch.uint8).random_(0, 256, generator=g)
     source.copy_(third.cuda())

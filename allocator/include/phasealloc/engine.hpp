@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,6 +82,17 @@ struct offload_outcome {
   std::uint64_t ticket = 0;
 };
 
+/// How an offload or a restore moves its blocks.
+struct move_options {
+  /// Return once the copies are enqueued (offload_outcome::ticket names them); see offload().
+  bool non_blocking = false;
+  /// When set: the only bytes of the named blocks that hold values (address order, not
+  /// overlapping; none: nothing to copy), the rest being free space of an allocator the blocks were
+  /// lent to (a CUDA graph pool's segments lent to PyTorch's allocator): only the live bytes inside
+  /// them are copied.
+  std::optional<std::span<const byte_range>> copy_only = std::nullopt;
+};
+
 /// Why an offload or a restore stopped, and what it had done before.
 struct offload_error {
   errc code = errc::invalid_argument;
@@ -148,24 +160,24 @@ class engine {
   /// are left as they are. An unknown address, a device without host backing or a capture under
   /// way is an error naming it, before anything moves.
   ///
-  /// `non_blocking`: each range's copies are enqueued and the call returns (outcome.ticket names
+  /// `options.non_blocking`: each range's copies are enqueued and the call returns (outcome.ticket names
   /// them). An offload's device pages go back when its copies are done and the move is finished:
   /// by finish_moves, by any offload or restore call that finds them done, or by an allocation
   /// that would otherwise run out of memory (it waits for them). Until then the blocks must not
   /// be written (their bytes are being read; reads are fine: the finish waits for the streams that
   /// used them before it changes the mapping), and their pages count in reserved_bytes.
-  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, bool non_blocking = false);
+  result<offload_outcome, offload_error> offload(std::span<const device_address> addrs, const move_options& options = {});
   /// Brings back to device pages, at the same addresses, every offloaded range holding a block at
   /// `addrs` (all of them when `addrs` is empty). Out of device memory, after the engine released
   /// what it caches, leaves the rest on the host (still correct) and is an out_of_memory error:
   /// nothing is lost, and a later restore may succeed. Refused while a capture is under way.
   ///
-  /// `non_blocking`: the device pages are mapped (and counted) at once and the copies enqueued;
+  /// `options.non_blocking`: the device pages are mapped (and counted) at once and the copies enqueued;
   /// the streams that used the blocks (their segment's, those recorded on them) are made to wait
   /// for the copies on the device; work on another stream must be ordered after them
   /// (order_after_moves) or wait for them (finish_moves). A block freed meanwhile is reused only
   /// after its range's copies are done.
-  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, bool non_blocking = false);
+  result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, const move_options& options = {});
   /// offload() of every allocated block carrying `tag` (allocate's tag; not 0), under one lock: a
   /// block allocated or freed on another thread meanwhile is either named or not, never half.
   result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag, bool non_blocking = false);

@@ -21,7 +21,8 @@ moves nothing.
 A CUDA graph's memory moves with its pool when the graph was captured into phasealloc.graph_pool()
 (a torch.cuda.MemPool whose segments phasealloc lends): offload(pool=p) moves every segment of it,
 with its contents, and restore(pool=p) brings them back at the same addresses, so the graph replays
-to the same result. The segments move whole (the pool's free space inside them is copied too). A
+to the same result. The segments move whole; only the blocks PyTorch's allocator holds in them are
+copied (its free space, a graph's scratch, is not). A
 graph captured into PyTorch's own pool (the default) cannot be moved: offload(pool=) says so.
 
 With non_blocking=True both return a move_handle once the copies are enqueued on phasealloc's copy
@@ -239,9 +240,12 @@ def graph_pool():
     return torch.cuda.MemPool(torch.cuda.memory._get_current_allocator().allocator())
 
 
+_HELD = ("active_allocated", "active_pending_free")  # blocks whose bytes someone may still read
+
+
 def _pool_segments(pool):
-    """{device: the segment addresses} of a graph_pool(); PhaseallocError when PyTorch's allocator
-    holds its memory itself."""
+    """{device: ([segment addresses], [(address, bytes) PyTorch's allocator holds in them])} of a
+    graph_pool(); PhaseallocError when PyTorch's allocator holds the pool's memory itself."""
     lib = load()
     by_device = {}
     for seg in pool.snapshot():
@@ -250,23 +254,36 @@ def _pool_segments(pool):
             raise PhaseallocError(
                 "phasealloc.offload/restore(pool=): the pool's segment at %#x is PyTorch's allocator's own "
                 "memory, which phasealloc cannot move; capture the graph into phasealloc.graph_pool()" % address)
-        by_device.setdefault(seg["device"], []).append(address)
+        segments, held = by_device.setdefault(seg["device"], ([], []))
+        segments.append(address)
+        at = address
+        for block in seg["blocks"]:
+            if block["state"] in _HELD:
+                held.append((at, block["size"]))
+            at += block["size"]
     return by_device
 
 
 def _call_pool(name, pool, non_blocking=False):
+    """Moves the pool's segments, copying only the blocks PyTorch's allocator holds in them (its free
+    space has no bytes anyone reads: a graph's kernels write their scratch before reading it)."""
+    restore = name == "phasealloc_restore"
     done = dict.fromkeys(FIELDS, 0)
     tickets = []
-    for device, addresses in sorted(_pool_segments(pool).items()):
-        if non_blocking:
-            moved, ticket = _start(name == "phasealloc_restore", int(device), addresses, 0)
-            tickets.append((int(device), ticket))
-        else:
-            array = (ctypes.c_void_p * len(addresses))(*addresses)
-            out = _result()
-            moved = _status(getattr(load(), name)(int(device), array, len(addresses), ctypes.addressof(out)), out)
+    for device, (segments, held) in sorted(_pool_segments(pool).items()):
+        held = sorted(held)  # none held: the segments' pages move, no byte is copied
+        array = (ctypes.c_void_p * len(segments))(*segments)
+        span_addrs = (ctypes.c_void_p * max(1, len(held)))(*[a for a, _ in held])
+        span_bytes = (ctypes.c_size_t * max(1, len(held)))(*[n for _, n in held])
+        out = _result()
+        ticket = ctypes.c_uint64(0)
+        status = load().phasealloc_move_lent(int(device), int(restore), int(non_blocking), array, len(segments),
+                                             span_addrs, span_bytes, len(held), ctypes.addressof(out),
+                                             ctypes.byref(ticket))
+        moved = _status(status, out)
+        tickets.append((int(device), ticket.value))
         done = {field: done[field] + moved[field] for field in FIELDS}
-    return _handle(name == "phasealloc_restore", done, tickets) if non_blocking else done
+    return _handle(restore, done, tickets) if non_blocking else done
 
 
 def offload_ours(tensors, device=None):
