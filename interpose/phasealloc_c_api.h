@@ -166,6 +166,8 @@ PHASEALLOC_API uint32_t phasealloc_set_thread_tag(uint32_t tag);
 /* phasealloc_offload / phasealloc_restore of every block on `device` that carries `tag` (not 0), under
  * one engine lock. No such block: 0 with nothing done. Returns as those do. */
 PHASEALLOC_API int phasealloc_offload_tag(int device, uint32_t tag, phasealloc_offload_result* out);
+/* Bytes of the blocks on `device` that carry `tag` now (offloaded ones included); 0 when none does. */
+PHASEALLOC_API size_t phasealloc_tag_bytes(int device, uint32_t tag);
 PHASEALLOC_API int phasealloc_restore_tag(int device, uint32_t tag, phasealloc_offload_result* out);
 
 /* Non-blocking moves. phasealloc_offload_start / phasealloc_restore_start do what phasealloc_offload /

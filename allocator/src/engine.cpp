@@ -588,6 +588,14 @@ result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag,
   if (addrs.empty()) return offload_outcome{};  // restore() of no address would restore every range
   return impl_->restore(addrs, move_options{.non_blocking = non_blocking});
 }
+std::size_t engine::tagged_bytes(std::uint32_t tag) const {
+  std::lock_guard lock(impl_->mutex_);
+  std::size_t bytes = 0;
+  impl_->live_.for_each([&](const detail::block* b) {
+    if (b->tag == tag) bytes += b->bytes;
+  });
+  return bytes;
+}
 result<bool, offload_error> engine::finish_moves(std::uint64_t ticket, bool wait) {
   std::lock_guard lock(impl_->mutex_);
   if (std::optional<offload_error> e = impl_->take_unreported_move_error()) return std::move(*e);

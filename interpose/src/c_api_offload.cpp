@@ -200,6 +200,16 @@ PHASEALLOC_API int phasealloc_order_after_moves(int device, uint64_t ticket, voi
   });
 }
 
+PHASEALLOC_API size_t phasealloc_tag_bytes(int device, uint32_t tag) {
+  std::size_t bytes = 0;
+  (void)as_status("phasealloc_tag_bytes", [&] {
+    if (std::string bad = check_device(device, false); !bad.empty()) return bad;
+    if (device_slot* slot = engine_registry::instance().existing(device)) bytes = slot->eng->tagged_bytes(tag);
+    return std::string();
+  });
+  return bytes;
+}
+
 PHASEALLOC_API uint32_t phasealloc_tag_id(const char* name) {
   std::uint32_t tag = 0;
   (void)as_status("phasealloc_tag_id", [&] {

@@ -92,6 +92,38 @@ def scenario_ppo_loop_native(torch, phasealloc):
     return {"oom": False, "losses": losses, "peak_reserved": torch.cuda.max_memory_reserved()}
 
 
+def scenario_a_tag_is_a_class(torch, phasealloc):
+    """A buffer no hook can see, allocated and used inside `with phasealloc.tag("cache"):` in the
+    "generation" phase only: it is on the host while "scoring" runs and back for "generation";
+    every value is the CPU's."""
+    from phasealloc import _auto_offload
+
+    def loop(device):
+        g = torch.Generator().manual_seed(5)
+        weights = torch.randn(512, 512, generator=g).to(device)
+        cache, sums, offloaded = None, [], []
+        for step in range(3):
+            with phasealloc.phase("generation"), phasealloc.tag("cache"):
+                if cache is None:
+                    cache = torch.randn(2048, 1024, generator=g).to(device)  # 8 MiB
+                cache.mul_(0.5).add_(step)
+                sums.append(float(cache.sum()))
+            with phasealloc.phase("scoring"):
+                sums.append(float((weights @ weights).sum()))
+                if device == "cuda":
+                    offloaded.append(phasealloc.stats()["offloaded_bytes.all.current"])
+        return sums, cache.cpu(), offloaded
+
+    sums, cache, offloaded = loop("cuda")
+    schedule = _auto_offload.summary()
+    cpu_sums, cpu_cache, _ = loop("cpu")
+    assert all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(sums, cpu_sums)), (sums, cpu_sums)
+    assert torch.equal(cache, cpu_cache), "the tagged buffer differs from the CPU's"
+    assert "tag:cache" in schedule["classes"], schedule
+    assert schedule["touched"]["generation"] == ["tag:cache"] and schedule["touched"]["scoring"] == [], schedule
+    return {"offloaded": offloaded, "counts": schedule["counts"]}
+
+
 SCENARIOS = scenarios(globals())
 
 try:
@@ -150,6 +182,15 @@ if pytest is not None and __name__ != "__main__":
         assert len(pressure["losses"]) == STEPS, pressure  # and the scenario compared them with the CPU's
         print("%s simulated GPU: without offload the loop needs %d bytes; offload:pressure %s" % (
             small, none["peak_reserved"], counts))
+
+    def test_offload_auto_moves_a_tags_blocks_with_its_phases():
+        r = run(__file__, "a_tag_is_a_class", sim_gpu="16GiB", native=False, conf="device:cuda_vmm,offload:auto",
+                bridge="c10", env=dict(EXACT, PHASEALLOC_DETECT="0"))
+        # scoring runs with the cache (8 MiB) on the host each step (it leaves when the generation
+        # phase ends: the phase outside both, seen since the start, never used it), and comes back
+        # for each generation after the first
+        assert all(o >= 8 * 1024 * 1024 for o in r["offloaded"]), r
+        assert r["counts"]["offloads"] >= 3 and r["counts"]["restores"] >= 2, r
 
     @pytest.mark.parametrize("detect", (True, False), ids=("detected_phases", "explicit_phases"))
     def test_offload_auto_moves_idle_state_and_changes_no_value(detect):

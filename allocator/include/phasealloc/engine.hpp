@@ -183,6 +183,9 @@ class engine {
   result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag, bool non_blocking = false);
   /// restore() of every offloaded range holding a block that carries `tag`; nothing when none does.
   result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag, bool non_blocking = false);
+  /// Bytes of the allocated blocks carrying `tag` (offloaded ones included): what offload_tagged
+  /// would move at most. A walk over the live blocks.
+  std::size_t tagged_bytes(std::uint32_t tag) const;
   /// Finishes the moves in flight of `ticket` (0: every one): all of them, waiting for their copies,
   /// when `wait`; else those whose copies are done. Answers whether none of them is left in flight.
   /// An offload whose finish fails leaves its blocks on the device, contents intact (the error

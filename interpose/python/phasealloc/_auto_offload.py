@@ -31,9 +31,12 @@ Approach:
     comes back (prefetch); a restore that finds the device full first sends the other idle classes
     away, and if it still does not fit, the class stays on the host (correct, slower).
   - Nothing breaks when a guess is wrong: an offloaded tensor still reads and writes right, slowly.
+  - User tags (phasealloc.tag) are classes too, for what no hook sees: entering a tag's block is a
+    touch in the current phase, and its blocks move with offload(tag=) / restore(tag=).
 Limitations:
-  - User tags are not classes yet. A read of a trained parameter outside a forward or a step (a
-    weight sync into an inference engine, a checkpoint) is not a touch: it reads over the link.
+  - A read of a trained parameter outside a forward or a step (a weight sync into an inference
+    engine, a checkpoint) is not a touch: it reads over the link. So is a use of a tag's tensors
+    outside a block of that tag.
   - The copies run synchronously at the transition (the mechanism's calls return when they are
     done): the step pays for them instead of overlapping them with compute.
   - Under pressure, what leaves is chosen from classes this phase has not touched so far: in the
@@ -79,6 +82,32 @@ class _idle_class:
         return sum(t.untyped_storage().nbytes() for t in self.live_tensors() if t.device.index == device)
 
 
+class _tag_class:
+    """The blocks carrying a user's tag (phasealloc.tag): touched where the job enters the tag's
+    block, moved with offload(tag=) / restore(tag=) on every device that has them."""
+
+    kind = "tag"
+
+    def __init__(self, name, number):
+        self.key = ("tag", name)
+        self.name = name
+        self.number = number
+        self.away = False
+
+    def owner(self):
+        return self  # a tag is never gone
+
+    def device_bytes(self, device):
+        from . import _library
+
+        return _library.load().phasealloc_tag_bytes(device, self.number)
+
+    def devices(self):
+        import torch
+
+        return [d for d in range(torch.cuda.device_count()) if self.device_bytes(d) > 0]
+
+
 def _optimizer_tensors(optimizer):
     out = []
     for state in optimizer.state.values():
@@ -120,19 +149,27 @@ def _move(cls, offload):
     global _disabled_reason
     from . import _same_address
 
-    tensors = cls.live_tensors()
-    if not tensors:
+    if cls.kind == "tag":
+        groups = {device: None for device in cls.devices()}
+        call = _same_address.offload if offload else _same_address.restore
+
+        def move(group, device):
+            return call(tag=cls.name, device=device)
+    else:
+        groups = _by_device(cls.live_tensors())
+        move = _same_address.offload_ours if offload else _same_address.restore_ours
+    if not groups:
         cls.away = False
         return
     moved = 0
     try:
-        for device, group in _by_device(tensors).items():
+        for device, group in groups.items():
             try:
-                done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
+                done = move(group, device=device)
             except _same_address.OffloadOutOfMemory:
                 if offload or _mode != "pressure" or not _make_room(device, cls):
                     raise
-                done = _same_address.restore_ours(group, device=device)  # once more, with the room made
+                done = move(group, device=device)  # once more, with the room made
             for key in ("page_bytes", "copied_bytes", "kept_bytes"):
                 counts[key] += done[key]
             moved += done["page_bytes"]
@@ -196,11 +233,14 @@ def _touch(key, kind, owner, tensors):
     with _lock:
         cls = _classes.get(key)
         if cls is None:
-            if _is_trained(kind, owner):
+            if kind == "tag":  # known from its first use, before it holds a block
+                cls = _tag_class(key[1], owner)
+            elif _is_trained(kind, owner):
                 return  # the model a trainer trains: in use in most phases, never a class
-            cls = _idle_class(key, kind, owner, tensors)
-            if not cls.live_tensors():
-                return  # nothing on a GPU (a model or an optimizer on the CPU): not a class
+            else:
+                cls = _idle_class(key, kind, owner, tensors)
+                if not cls.live_tensors():
+                    return  # nothing on a GPU (a model or an optimizer on the CPU): not a class
             _classes[key] = cls
         if _phase is not None:
             _touched.setdefault(_phase, set()).add(key)
@@ -233,6 +273,11 @@ def _on_phase(name):
 
 def _touch_trained(optimizer):
     _touch(("trained", id(optimizer)), "trained", optimizer, _trained_tensors)
+
+
+def _on_tag(name, number):
+    """A tag's block is entered: a use of its blocks in the current phase."""
+    _touch(("tag", name), "tag", number, None)
 
 
 def _step_pre_hook(optimizer, args, kwargs):
@@ -306,6 +351,9 @@ def install(torch, mode="auto"):
     _handles.append(modules.register_module_forward_hook(_forward_hook, always_call=True))
     _phase_detect.add_observer(_on_phase)
     _phases.add_listener(_on_phase)
+    from . import _same_address
+
+    _same_address._tag_listeners.append(_on_tag)
     _on_phase(_phases.current_phase())
 
 
@@ -323,6 +371,10 @@ def uninstall():
             remove(_on_phase)
         except ValueError:
             pass
+    from . import _same_address
+
+    if _on_tag in _same_address._tag_listeners:
+        _same_address._tag_listeners.remove(_on_tag)
     with _lock:
         for cls in list(_classes.values()):
             if cls.away:
@@ -340,8 +392,8 @@ def summary():
     """What the schedule learned and did: classes, per-phase touched classes, counts."""
     with _lock:
         return {
-            "classes": {"%s:%d" % (c.kind, c.key[1]): {"away": c.away} for c in _classes.values()},
-            "touched": {phase: sorted("%s:%d" % key for key in keys) for phase, keys in _touched.items()},
+            "classes": {"%s:%s" % c.key: {"away": c.away} for c in _classes.values()},
+            "touched": {phase: sorted("%s:%s" % key for key in keys) for phase, keys in _touched.items()},
             "counts": dict(counts),
             "mode": _mode,
             "disabled": _disabled_reason,

@@ -102,11 +102,17 @@ def _tag_number(name):
     return number
 
 
+_tag_listeners = []  # called with (name, number) as a tag block is entered (offload:auto's touches)
+
+
 @contextlib.contextmanager
 def tag(name):
     """Tensors this thread allocates inside the block carry the tag `name` (nested: the innermost);
-    offload(tag=name) and restore(tag=name) then move them all. Yields the tag's number."""
+    offload(tag=name) and restore(tag=name) then move them all. Under offload:auto, entering the
+    block is a use of the tag's blocks in the current phase. Yields the tag's number."""
     number = _tag_number(name)
+    for listener in list(_tag_listeners):
+        listener(name, number)
     lib = load()
     previous = lib.phasealloc_set_thread_tag(number)
     try:
