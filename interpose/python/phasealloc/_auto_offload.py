@@ -48,7 +48,7 @@ import threading
 import warnings
 import weakref
 
-from . import _phase_detect, _phases
+from . import _chunked_step, _phase_detect, _phases
 
 _lock = threading.RLock()
 _classes = {}        # key -> _idle_class
@@ -63,7 +63,8 @@ _disabled_reason = None
 _mode = "auto"                   # "auto" or "pressure"
 _pressure_handler = None         # the ctypes callback the library holds (kept alive here)
 counts = {"offloads": 0, "restores": 0, "on_demand": 0, "restore_ooms": 0, "page_bytes": 0, "copied_bytes": 0,
-          "kept_bytes": 0, "pressure_calls": 0, "pressure_relieved": 0}
+          "kept_bytes": 0, "pressure_calls": 0, "pressure_relieved": 0, "chunked_steps": 0}
+_in_chunked_step = threading.local()  # inside a chunked step: the step hooks stand aside
 
 
 class _idle_class:
@@ -144,26 +145,37 @@ def _by_device(tensors):
     return groups
 
 
+def _stop(exc):
+    """Stops moving anything (what is on the host stays correct there), and says why once."""
+    global _disabled_reason
+    _disabled_reason = str(exc)
+    warnings.warn("phasealloc: offload:%s stops: %s" % (_mode, exc), RuntimeWarning, stacklevel=4)
+
+
 def _move(cls, offload):
     """Offloads or restores one class; a failure is a warning, never the job's error."""
-    global _disabled_reason
     from . import _same_address
 
     if cls.kind == "tag":
-        groups = {device: None for device in cls.devices()}
+        calls = [(device, None) for device in cls.devices()]
         call = _same_address.offload if offload else _same_address.restore
 
         def move(group, device):
             return call(tag=cls.name, device=device)
     else:
-        groups = _by_device(cls.live_tensors())
         move = _same_address.offload_ours if offload else _same_address.restore_ours
-    if not groups:
+        if offload and _chunked(cls):  # a range per chunk: its step brings back one chunk at a time
+            optimizer = cls.owner()
+            calls = [pair for chunk in _chunked_step.chunks(optimizer)
+                     for pair in _by_device(_chunked_step.state_tensors(optimizer, chunk)).items()]
+        else:
+            calls = list(_by_device(cls.live_tensors()).items())
+    if not calls:
         cls.away = False
         return
     moved = 0
     try:
-        for device, group in groups.items():
+        for device, group in calls:
             try:
                 done = move(group, device=device)
             except _same_address.OffloadOutOfMemory:
@@ -177,8 +189,7 @@ def _move(cls, offload):
         counts["restore_ooms"] += 1  # stays on the host, correct; the next transition tries again
         return moved
     except Exception as exc:  # noqa: BLE001 (a device without host backing, a budget: stop, say so once)
-        _disabled_reason = str(exc)
-        warnings.warn("phasealloc: offload:%s stops: %s" % (_mode, exc), RuntimeWarning, stacklevel=3)
+        _stop(exc)
         return moved
     cls.away = offload
     counts["offloads" if offload else "restores"] += 1
@@ -265,7 +276,7 @@ def _on_phase(name):
                     _move(cls, offload=False)
                 del _classes[key]
                 continue
-            if key in used and cls.away:
+            if key in used and cls.away and not _chunked(cls):  # a chunked step brings its own back
                 _move(cls, offload=False)
             elif key not in used and not cls.away and _mode == "auto":
                 _move(cls, offload=True)
@@ -280,7 +291,62 @@ def _on_tag(name, number):
     _touch(("tag", name), "tag", number, None)
 
 
+def _chunk_move(tensors, offload):
+    """A chunked step's move of one chunk's state; a failure leaves it where it is (the step still
+    reads and writes it right, over the link when it is on the host)."""
+    from . import _same_address
+
+    for device, group in _by_device(tensors).items():
+        try:
+            done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
+        except _same_address.OffloadOutOfMemory:
+            counts["restore_ooms"] += 1  # stays on the host, correct
+            continue
+        except Exception as exc:  # noqa: BLE001 (a budget, a device failure: stop, say so once)
+            _stop(exc)
+            return
+        for key in ("page_bytes", "copied_bytes", "kept_bytes"):
+            counts[key] += done[key]
+
+
+def _wrap_step(optimizer):
+    """From its first step on, an optimizer whose state is on the host steps a chunk of its
+    parameters at a time (_chunked_step), so its phase holds one chunk of the state."""
+    if _mode != "auto" or "_phasealloc_step" in vars(optimizer) or not _chunked_step.chunkable(optimizer):
+        return
+    inner = optimizer.step  # bound, with whatever wrapped it (an LR scheduler's counter)
+    key = ("optimizer", id(optimizer))
+
+    def step(*args, **kwargs):
+        with _lock:
+            cls = _classes.get(key)
+            chunked = not args and not kwargs and cls is not None and cls.away and _disabled_reason is None
+            if chunked:
+                counts["chunked_steps"] += 1
+        if not chunked:
+            return inner(*args, **kwargs)
+        _in_chunked_step.value = True
+        try:
+            return _chunked_step.step_in_chunks(optimizer, _chunk_move)
+        finally:
+            _in_chunked_step.value = False
+
+    optimizer._phasealloc_step = inner
+    optimizer.step = step
+
+
+def _chunked(cls):
+    """Whether class `cls` is an optimizer's state that its steps bring back by chunks."""
+    return cls.kind == "optimizer" and "_phasealloc_step" in vars(cls.owner() or object())
+
+
 def _step_pre_hook(optimizer, args, kwargs):
+    if getattr(_in_chunked_step, "value", False):  # its state comes back by chunks: a use, not a restore
+        with _lock:
+            if _phase is not None:
+                _touched.setdefault(_phase, set()).add(("optimizer", id(optimizer)))
+        _touch_trained(optimizer)
+        return
     if optimizer.state:
         _touch(("optimizer", id(optimizer)), "optimizer", optimizer, _optimizer_tensors)
     if optimizer in _optimizers:
@@ -288,8 +354,12 @@ def _step_pre_hook(optimizer, args, kwargs):
 
 
 def _step_post_hook(optimizer, args, kwargs):
+    if getattr(_in_chunked_step, "value", False):
+        _refresh_trained()
+        return
     # The first step creates the state: known from now on, touched in this phase.
     _touch(("optimizer", id(optimizer)), "optimizer", optimizer, _optimizer_tensors)
+    _wrap_step(optimizer)
     _optimizers.add(optimizer)
     _refresh_trained()  # once per step: param groups may have been added since
     _touch_trained(optimizer)
