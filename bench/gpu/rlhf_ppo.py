@@ -345,7 +345,8 @@ def worker_main(args):
     critic_opt = torch.optim.AdamW(critic.parameters(), lr=1e-6)
     params_per_model = sum(p.numel() for p in actor.parameters())
 
-    phases = {p: {"peak_reserved_bytes": 0, "peak_allocated_bytes": 0, "peak_device_used_bytes": 0, "time_s": 0.0}
+    phases = {p: {"peak_reserved_bytes": 0, "peak_allocated_bytes": 0, "peak_device_used_bytes": 0, "time_s": 0.0,
+                  "peak_reserved_bytes_by_step": []}
               for p in PHASES}
     state = {"oom_phase": None}
     step_phase_time = {p: 0.0 for p in PHASES}  # this step's time inside each phase
@@ -374,6 +375,10 @@ def worker_main(args):
             p = phases[self.phase]
             free, total = torch.cuda.mem_get_info()
             p["peak_reserved_bytes"] = max(p["peak_reserved_bytes"], torch.cuda.max_memory_reserved())
+            by_step = p["peak_reserved_bytes_by_step"]  # the phase's peak in each step (a step may enter it twice)
+            while len(by_step) <= state.get("step", 0):
+                by_step.append(0)
+            by_step[state.get("step", 0)] = max(by_step[state.get("step", 0)], torch.cuda.max_memory_reserved())
             p["peak_allocated_bytes"] = max(p["peak_allocated_bytes"], torch.cuda.max_memory_allocated())
             p["peak_device_used_bytes"] = max(p["peak_device_used_bytes"], total - free)
             p["time_s"] += elapsed
@@ -446,6 +451,7 @@ def worker_main(args):
         for step in range(args.steps):
             for p in PHASES:
                 step_phase_time[p] = 0.0
+            state["step"] = step
             profiling = profiler is not None and step >= args.warmup_steps
             if profiling:
                 profiler.enable()
