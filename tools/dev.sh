@@ -278,7 +278,8 @@ matrix() {  # venvs...
     (PHASEALLOC_LIBRARY="$release/torch-$version/interpose/libphasealloc_torch.so" \
       PHASEALLOC_SIMCUDA_DIR="$release/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
       "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-      tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py tools/simcuda/tests/test_surface.py \
+      tests/gpu/test_torch_swap.py tests/gpu/test_bridge_*.py tests/gpu/test_backend_choice.py \
+      tools/simcuda/tests/test_surface.py \
       > "$logs/$version.log" 2>&1
      echo $? > "$logs/$version.status") &
   done
@@ -324,7 +325,8 @@ release_tests() {  # extra ctest arguments...
 swap_suite() {
   PHASEALLOC_LIBRARY="$root/$build_dir/interpose/libphasealloc_torch.so" \
     PHASEALLOC_SIMCUDA_DIR="$root/$build_dir/simcuda/lib" PHASEALLOC_GPU_TESTS=sim \
-    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_torch.py
+    "$venv_dir/bin/python" -m pytest -q -p no:cacheprovider tests/gpu/test_torch_swap.py tests/gpu/test_bridge_*.py \
+    tests/gpu/test_backend_choice.py
 }
 
 # The venvs `test` uses besides the main one (the oldest release's swap venv, vLLM's) and the bridge
