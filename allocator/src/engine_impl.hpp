@@ -348,8 +348,9 @@ class engine_impl {
   void recycle_events(const std::vector<event_id>& events);
   /// Moves range `it` back to device pages; out_of_memory leaves it as it was.
   /// non_blocking: the range stays in flight (a restore's) and `done.ticket` names the call.
+  /// `lent`: the named blocks (sorted) whose copies options.copy_only narrows.
   errc restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done, std::uint64_t call,
-                     const move_options& options);
+                     const move_options& options, std::span<const device_address> lent);
   /// The error a move finished outside a call that could report it left (then cleared), else the
   /// moves in flight whose copies are done, landed (offload and restore start with it).
   result<bool, offload_error> land_done_moves();

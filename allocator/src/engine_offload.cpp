@@ -81,18 +81,26 @@ std::vector<byte_range> live_ranges(const block* first, device_address lo, devic
   return out;
 }
 
-/// `live` cut to the parts inside `only` (both in address order, not overlapping); `live` itself
-/// when `only` is not set.
-std::vector<byte_range> within(std::vector<byte_range> live, const std::optional<std::span<const byte_range>>& spans) {
-  if (!spans) return live;
-  const std::span<const byte_range> only = *spans;
+/// The bytes a move of [lo, hi) from `first` copies: each live block's requested bytes, narrowed to
+/// options.copy_only for the blocks named in `lent` (sorted): a block lent whole to another
+/// allocator holds values only where that allocator says. Every other block is copied whole, so a
+/// range that also holds blocks of another call never loses their bytes.
+std::vector<byte_range> copy_ranges(const block* first, device_address lo, device_address hi,
+                                    const move_options& options, std::span<const device_address> lent) {
+  std::vector<byte_range> live = live_ranges(first, lo, hi);
+  if (!options.copy_only) return live;
+  const std::span<const byte_range> only = *options.copy_only;
   std::vector<byte_range> out;
-  std::size_t j = 0;
+  const block* b = first;
   for (const byte_range& r : live) {
-    while (j < only.size() && only[j].addr + only[j].bytes <= r.addr) ++j;
-    for (std::size_t k = j; k < only.size() && only[k].addr < r.addr + r.bytes; ++k) {
-      const device_address from = std::max(r.addr, only[k].addr);
-      const device_address to = std::min(r.addr + r.bytes, only[k].addr + only[k].bytes);
+    while (b->addr + b->bytes <= r.addr) b = b->next;  // the block r was cut from
+    if (!std::binary_search(lent.begin(), lent.end(), b->addr)) {
+      out.push_back(r);
+      continue;
+    }
+    for (const byte_range& o : only) {
+      const device_address from = std::max(r.addr, o.addr);
+      const device_address to = std::min(r.addr + r.bytes, o.addr + o.bytes);
       if (from < to) out.push_back({from, to - from});
     }
   }
@@ -198,6 +206,10 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
   }
   std::sort(named.begin(), named.end(), [](const block* a, const block* b) { return a->addr < b->addr; });
   named.erase(std::unique(named.begin(), named.end()), named.end());
+  std::vector<device_address> named_addrs;  // sorted: the blocks copy_only narrows
+  if (options.copy_only) {
+    for (const block* b : named) named_addrs.push_back(b->addr);
+  }
   const std::uint64_t call = ++move_calls_;
   const auto trace_run = [&](const block* from, const block* to) {  // the run's blocks, as named
     for (const block* b = from;; b = b->next) {
@@ -259,7 +271,7 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
                                        count, first->addr, run_end, held + (hi - lo), budget, held),
                            done};
     }
-    const std::vector<byte_range> live = within(live_ranges(first, lo, hi), options.copy_only);
+    const std::vector<byte_range> live = copy_ranges(first, lo, hi, options, named_addrs);
     const std::vector<event_id> after = events_for(first, run_end);
     const errc e = device_.offload_start(lo, hi - lo, live, after);
     recycle_events(after);
@@ -428,7 +440,8 @@ errc engine_impl::order_after_moves(std::uint64_t ticket, stream_id stream) {
 }
 
 errc engine_impl::restore_range(std::map<device_address, offloaded_range>::iterator it, offload_outcome& done,
-                                std::uint64_t call, const move_options& options) {
+                                std::uint64_t call, const move_options& options,
+                                std::span<const device_address> lent) {
   const bool non_blocking = options.non_blocking;
   offloaded_range& r = it->second;
   const auto bytes = static_cast<std::int64_t>(r.bytes);
@@ -436,7 +449,7 @@ errc engine_impl::restore_range(std::map<device_address, offloaded_range>::itera
     return errc::out_of_memory;  // the memory fraction holds for restores too
   }
   block* first = first_block_in(r);
-  const std::vector<byte_range> live = within(live_ranges(first, r.addr, r.end()), options.copy_only);
+  const std::vector<byte_range> live = copy_ranges(first, r.addr, r.end(), options, lent);
   const std::vector<event_id> after = events_for(first, r.end());
   const errc e = device_.restore_start(r.addr, r.bytes, live, after);
   recycle_events(after);
@@ -488,6 +501,11 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
                          done};
   }
   if (auto landed = land_done_moves(); !landed) return landed.error();
+  std::vector<device_address> lent;  // sorted: the blocks copy_only narrows
+  if (options.copy_only) {
+    lent.assign(addrs.begin(), addrs.end());
+    std::sort(lent.begin(), lent.end());
+  }
   const std::uint64_t call = ++move_calls_;
   std::set<device_address> ranges;  // by start: each range once, in address order
   if (addrs.empty()) {
@@ -517,12 +535,12 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
     }
-    errc e = restore_range(it, done, call, options);
+    errc e = restore_range(it, done, call, options, lent);
     if (e == errc::out_of_memory) {
       run_plan(policy_.on_empty_cache());  // cached memory is worth less than live bytes on the host
       it = offloaded_.find(start);
       if (it == offloaded_.end()) continue;
-      e = restore_range(it, done, call, options);
+      e = restore_range(it, done, call, options, lent);
     }
     if (e != errc::ok) {
       if (e == errc::out_of_memory) ++stats_.num_restore_ooms;

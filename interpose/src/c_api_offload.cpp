@@ -149,6 +149,7 @@ PHASEALLOC_API int phasealloc_move_lent(int device, int restore, int non_blockin
   return run_move("phasealloc_move_lent", call, [&]() -> std::string {
     put(offload_outcome{}, out);
     if (ticket != nullptr) *ticket = 0;
+    if (count == 0) return "no segment named (a restore of every range would copy only the spans)";
     if (span_count > 0 && (span_addrs == nullptr || span_bytes == nullptr)) {
       return fmt::format("{} spans at NULL", span_count);
     }

@@ -67,6 +67,25 @@ class EngineOffloadTest : public ::testing::Test {
   }
 };
 
+TEST_F(EngineOffloadTest, CopyOnlyNarrowsTheNamedBlocksAndCopiesTheRestWhole) {
+  // a is lent whole to another allocator, which holds only its first MiB; b, in the same range
+  // (offloaded by the same call), is a block of its own and must come back whole.
+  const auto [a, b] = two_in_one_segment();
+  const offload_outcome out = must_offload({a, b});
+  EXPECT_EQ(out.ranges, 1u);
+  const std::vector<byte_range> held{{a, 1 * mib}};
+  const std::vector<device_address> lent{a};
+  auto back = engine_.restore(lent, move_options{.copy_only = std::span<const byte_range>(held)});
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back.value().copied_bytes, 1 * mib + 4 * mib);  // a's held MiB, all of b
+  // Offloaded by itself with nothing held, a moves its pages and copies nothing.
+  auto none = engine_.offload(lent, move_options{.copy_only = std::span<const byte_range>()});
+  ASSERT_TRUE(none.has_value()) << none.error().message;
+  EXPECT_EQ(none.value().page_bytes, 4 * mib);
+  EXPECT_EQ(none.value().copied_bytes, 0u);
+  must_restore({a});
+}
+
 TEST_F(EngineOffloadTest, AWholePageBlockLeavesTheDeviceAndComesBackAtItsAddress) {
   const device_address a = must_allocate(8 * mib);
   const std::int64_t reserved = current(engine_.stats().reserved_bytes);

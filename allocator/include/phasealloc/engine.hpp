@@ -89,7 +89,7 @@ struct move_options {
   /// When set: the only bytes of the named blocks that hold values (address order, not
   /// overlapping; none: nothing to copy), the rest being free space of an allocator the blocks were
   /// lent to (a CUDA graph pool's segments lent to PyTorch's allocator): only the live bytes inside
-  /// them are copied.
+  /// them are copied. Other blocks a moved range holds are copied whole.
   std::optional<std::span<const byte_range>> copy_only = std::nullopt;
 };
 
