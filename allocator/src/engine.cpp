@@ -575,18 +575,18 @@ result<offload_outcome, offload_error> engine::restore(std::span<const device_ad
   std::lock_guard lock(impl_->mutex_);
   return impl_->restore(addrs, options);
 }
-result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag, bool non_blocking) {
+result<offload_outcome, offload_error> engine::offload_tagged(std::uint32_t tag, const move_options& options) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "offload of tag 0: 0 means untagged: nothing was offloaded", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
-  return impl_->offload(addrs, move_options{.non_blocking = non_blocking});
+  return impl_->offload(addrs, options);
 }
-result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag, bool non_blocking) {
+result<offload_outcome, offload_error> engine::restore_tagged(std::uint32_t tag, const move_options& options) {
   std::lock_guard lock(impl_->mutex_);
   if (tag == 0) return offload_error{errc::invalid_argument, "restore of tag 0: 0 means untagged: nothing was restored", {}};
   const std::vector<device_address> addrs = impl_->tagged_blocks(tag);
   if (addrs.empty()) return offload_outcome{};  // restore() of no address would restore every range
-  return impl_->restore(addrs, move_options{.non_blocking = non_blocking});
+  return impl_->restore(addrs, options);
 }
 std::size_t engine::tagged_bytes(std::uint32_t tag) const {
   std::lock_guard lock(impl_->mutex_);

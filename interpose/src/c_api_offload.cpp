@@ -82,8 +82,7 @@ std::string move_tag(move_call& call, int device, std::uint32_t tag) {
   device_slot* slot = engine_registry::instance().existing(device);
   if (slot == nullptr) return {};  // nothing allocated on the device: nothing carries the tag
   return report(device,
-                call.restore ? slot->eng->restore_tagged(tag, call.non_blocking)
-                             : slot->eng->offload_tagged(tag, call.non_blocking),
+                call.restore ? slot->eng->restore_tagged(tag, call.options()) : slot->eng->offload_tagged(tag, call.options()),
                 call.out, call.code, call.ticket);
 }
 

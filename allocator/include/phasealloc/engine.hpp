@@ -180,9 +180,9 @@ class engine {
   result<offload_outcome, offload_error> restore(std::span<const device_address> addrs, const move_options& options = {});
   /// offload() of every allocated block carrying `tag` (allocate's tag; not 0), under one lock: a
   /// block allocated or freed on another thread meanwhile is either named or not, never half.
-  result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag, bool non_blocking = false);
+  result<offload_outcome, offload_error> offload_tagged(std::uint32_t tag, const move_options& options = {});
   /// restore() of every offloaded range holding a block that carries `tag`; nothing when none does.
-  result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag, bool non_blocking = false);
+  result<offload_outcome, offload_error> restore_tagged(std::uint32_t tag, const move_options& options = {});
   /// Bytes of the allocated blocks carrying `tag` (offloaded ones included): what offload_tagged
   /// would move at most. A walk over the live blocks.
   std::size_t tagged_bytes(std::uint32_t tag) const;
