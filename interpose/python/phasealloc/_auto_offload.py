@@ -337,7 +337,8 @@ def _wrap_step(optimizer):
 
 def _chunked(cls):
     """Whether class `cls` is an optimizer's state that its steps bring back by chunks."""
-    return cls.kind == "optimizer" and "_phasealloc_step" in vars(cls.owner() or object())
+    owner = cls.owner()
+    return cls.kind == "optimizer" and owner is not None and "_phasealloc_step" in vars(owner)
 
 
 def _step_pre_hook(optimizer, args, kwargs):

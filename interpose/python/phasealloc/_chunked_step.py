@@ -24,6 +24,9 @@ Limitations:
     arguments cannot run with chunks: the step raises, naming it.
   - A chunk's restore waits for its copies: the next chunk's copy does not overlap this chunk's
     update.
+  - offload:auto wraps step() on the optimizer instance (an attribute, as an LR scheduler's is): a
+    job that pickles the optimizer object itself, rather than its state_dict(), cannot pickle the
+    wrapper.
 """
 
 import importlib
