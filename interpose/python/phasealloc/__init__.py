@@ -19,7 +19,8 @@ Configuration: PHASEALLOC_CONF (see interpose/README.md), or enable(conf=...).
 Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.host_buffers).
 Same-address offload: offload, restore (blocks leave the GPU and come back at the same addresses),
 tag (what a block of code allocates carries a name that offload and restore can move), graph_pool
-(a CUDA graph captured into it moves with offload(pool=) / restore(pool=)).
+(a CUDA graph captured into it moves with offload(pool=) / restore(pool=)), move_handle (what
+offload and restore return with non_blocking=True: wait, done, wait_stream).
 
 This module imports nothing heavy: the start-up hook imports it in every Python process.
 """
