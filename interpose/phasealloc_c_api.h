@@ -178,7 +178,9 @@ PHASEALLOC_API int phasealloc_restore_tag(int device, uint32_t tag, phasealloc_o
  * or an allocation that would otherwise run out of memory (it waits for them); until then the
  * blocks must not be written. A restore's device pages are mapped (and counted) at once and the
  * streams that used the blocks wait for its copies on the device; work on another stream must be
- * ordered after them (phasealloc_order_after_moves, or a finish).
+ * ordered after them (phasealloc_order_after_moves, or a finish). A move that failed to finish where
+ * no call could report it (an allocation landing it) is reported by the next offload, restore or
+ * finish on the device, which then does nothing else (call it again).
  * Returns as the blocking forms do. */
 PHASEALLOC_API int phasealloc_offload_start(int device, void* const* ptrs, size_t count, uint32_t tag,
                                             phasealloc_offload_result* out, uint64_t* ticket);
