@@ -154,6 +154,12 @@ PHASEALLOC_API int phasealloc_offload(int device, void* const* ptrs, size_t coun
  * and a later call may succeed (last error names the range); -1 for any other error. */
 PHASEALLOC_API int phasealloc_restore(int device, void* const* ptrs, size_t count, phasealloc_offload_result* out);
 
+/* How `device` offloads: 1 host-backed (an offloaded block stays readable and writable at its address,
+ * over the link), 2 unmapping (the driver cannot map host memory at device addresses, before CUDA 12.2:
+ * an offloaded block is unmapped until restored, and a kernel that touches it faults), 0 not at all
+ * (a device other than cuda_vmm); -1 on an error (last error). */
+PHASEALLOC_API int phasealloc_offload_kind(int device);
+
 /* Tags: allocations a thread makes while it holds a tag carry it (Python: `with phasealloc.tag(name):`).
  * The phasealloc policy gives the first 15 names pages of their own, so offloading one keeps nothing. */
 /* The number of the tag `name`, numbered from 2^20 in the order names are first asked for, process-wide;

@@ -172,10 +172,10 @@ result<offload_outcome, offload_error> engine_impl::offload(std::span<const devi
   const bool non_blocking = options.non_blocking;
   settle();
   offload_outcome done;
-  if (!device_.caps().has_host_backing) {
+  if (!can_offload(device_.caps())) {
     return offload_error{errc::not_supported,
-                         fmt::format("device '{}' cannot keep an offloaded block at its address (host-backed "
-                                     "mappings need the cuda_vmm device on a CUDA 12.2+ driver): nothing was offloaded",
+                         fmt::format("device '{}' cannot offload (offload needs the cuda_vmm device, which keeps an "
+                                     "offloaded block at its address): nothing was offloaded",
                                      device_.name()),
                          done};
   }

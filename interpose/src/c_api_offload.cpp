@@ -200,6 +200,19 @@ PHASEALLOC_API int phasealloc_order_after_moves(int device, uint64_t ticket, voi
   });
 }
 
+PHASEALLOC_API int phasealloc_offload_kind(int device) {
+  int kind = -1;
+  const int status = as_status("phasealloc_offload_kind", [&] {
+    if (std::string bad = check_device(device, false); !bad.empty()) return bad;
+    auto slot = engine_registry::instance().slot(device);  // makes the device when nothing did yet
+    if (!slot) return slot.error();
+    const device_caps& caps = slot.value()->dev->caps();
+    kind = caps.has_host_backing ? 1 : caps.offload_unmaps ? 2 : 0;
+    return std::string();
+  });
+  return status != 0 ? -1 : kind;
+}
+
 PHASEALLOC_API size_t phasealloc_tag_bytes(int device, uint32_t tag) {
   std::size_t bytes = 0;
   (void)as_status("phasealloc_tag_bytes", [&] {

@@ -202,6 +202,56 @@ def scenario_storages_of_pytorchs_own_allocator(torch, phasealloc):
     return out
 
 
+def scenario_unmapping_offload_moves_the_bytes_and_says_so(torch, phasealloc):
+    """A driver that cannot map host memory at device addresses (simcuda's host_vmm:0): offload still
+    moves the bytes, into page-locked host memory, and unmaps the range; the first offload says so
+    once; a copy from an offloaded tensor is an error, not stale bytes; restore brings every byte back."""
+    import warnings
+
+    assert phasealloc.offload_kind() == "unmapping", phasealloc.offload_kind()
+    g = torch.Generator().manual_seed(99)
+    tensors = [_random_tensor(torch, n, g) for n in (4096, 3 * MIB + 512, 40 * MIB)]
+    torch.cuda.synchronize()
+    sim = _simulator()
+    pinned_before = sim.pinned_host() if sim else 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = phasealloc.offload([d for _, d in tensors])
+        phasealloc.restore([d for _, d in tensors])
+        out = phasealloc.offload([d for _, d in tensors])
+    said = [str(w.message) for w in caught
+            if issubclass(w.category, RuntimeWarning) and "cannot map host memory" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert out["page_bytes"] > 0 and out["copied_bytes"] == sum(h.numel() for h, _ in tensors), out
+    s = phasealloc.stats()
+    assert s["offloaded_bytes.all.current"] == out["page_bytes"], (s["offloaded_bytes.all.current"], out)
+    if sim:
+        assert sim.host_located() == 0, sim.host_located()
+        assert sim.pinned_host() - pinned_before >= out["copied_bytes"], (sim.pinned_host(), pinned_before, out)
+    try:
+        tensors[1][1][:16].cpu()
+        refused = None
+    except RuntimeError as e:  # simcuda refuses a copy from an unmapped range; a GPU faults
+        refused = str(e)
+    assert refused is not None, "a copy from an unmapped offloaded tensor succeeded"
+    phasealloc.restore([d for _, d in tensors])
+    for host, device_copy in tensors:
+        assert torch.equal(device_copy.cpu(), host), "an unmapping offload lost bytes"
+    return {"refused": refused[:200]}
+
+
+def scenario_a_kernel_on_an_unmapped_offloaded_tensor_faults(torch, phasealloc):
+    """The stray access the unmapping offload cannot serve: a kernel on the tensor while it is away is an
+    illegal address (simcuda names the address and kills the process, as a GPU does)."""
+    t = torch.ones(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    phasealloc.offload(t)
+    print("offloaded %#x" % t.data_ptr(), flush=True)
+    t.add_(1)
+    torch.cuda.synchronize()
+    return "survived"
+
+
 def scenario_bad_requests_are_named(torch, phasealloc):
     x = torch.ones(1024, device="cuda")
     neighbour = torch.ones(1024, device="cuda")  # live on x's page: the page cannot leave
@@ -399,6 +449,24 @@ if pytest is not None and __name__ != "__main__":
     def test_a_tag_moves_its_blocks_whole_pages_and_nothing_else():
         run(__file__, "a_tag_moves_its_blocks_whole_pages_and_nothing_else", sim_gpu=None, native=False, conf=CONF,
             bridge="c10")
+
+    UNMAPPING = {"SIMCUDA_GPU": "quiet:1,host_vmm:0"}
+
+    def test_an_unmapping_offload_moves_the_bytes_and_says_so():
+        _sim_only()
+        r = run(__file__, "unmapping_offload_moves_the_bytes_and_says_so", sim_gpu=None, native=False, conf=CONF,
+                bridge="c10", env=UNMAPPING)
+        assert r["refused"], r
+
+    def test_a_kernel_on_an_unmapped_offloaded_tensor_is_an_illegal_address():
+        _sim_only()
+        out = run(__file__, "a_kernel_on_an_unmapped_offloaded_tensor_faults", sim_gpu=None, native=False,
+                  conf=CONF, bridge="c10", env=UNMAPPING, expect_ok=False)
+        assert out.returncode != 0, out.stdout[-2000:]
+        at = out.stdout.split("offloaded ")[1].split()[0]
+        assert "simcuda: illegal address" in out.stderr, out.stderr[-4000:]
+        fault = int(out.stderr.split("simcuda: illegal address ")[1].split()[0], 16)
+        assert int(at, 16) <= fault < int(at, 16) + (4 << 20), (at, hex(fault))
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

@@ -505,7 +505,7 @@ lib.phasealloc_free(p, 8 << 20, 0, None)
 """, conf="device:model")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("-1 phasealloc_offload: device 0: device 'model' cannot keep an offloaded block"), lines
+    assert lines[0].startswith("-1 phasealloc_offload: device 0: device 'model' cannot offload"), lines
     assert lines[1:] == ["0", "True", "child 0"], lines
 
 

@@ -37,6 +37,14 @@ struct mapping_state {
   CUmemGenericAllocationHandle handle = 0;
 };
 
+/// A cuMemcpyAsync the device enqueued.
+struct copy_call {
+  CUdeviceptr dst = 0;
+  CUdeviceptr src = 0;
+  std::size_t bytes = 0;
+  CUstream stream = nullptr;
+};
+
 struct driver_state {
   // Configuration.
   CUresult init_result = CUDA_SUCCESS;
@@ -45,6 +53,7 @@ struct driver_state {
   std::size_t granularity_bytes = 2 * mib;
   std::size_t total_bytes = 64 * mib;
   CUresult event_query_result = CUDA_SUCCESS;
+  int host_vmm = 1;  ///< CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (table(true) only)
   std::map<std::string, std::pair<int, CUresult>> failures;  ///< entry -> (1-based call number, result)
 
   // Books.
@@ -62,6 +71,10 @@ struct driver_state {
   std::uintptr_t next_event = 0x1000;
   std::set<CUevent> events;
   std::vector<CUstream> recorded_streams;
+  std::set<CUmemGenericAllocationHandle> host_handles;  ///< host-located (not the device's memory)
+  std::map<void*, std::size_t> pinned;                  ///< cuMemHostAlloc'd, not yet freed
+  std::set<CUstream> streams;
+  std::vector<copy_call> copies;
 };
 
 driver_state state;
@@ -77,7 +90,7 @@ CUresult hit(const char* entry) {
 void free_if_unused(CUmemGenericAllocationHandle h) {
   const auto it = state.handles.find(h);
   if (it->second.released && it->second.mappings == 0) {
-    state.used_bytes -= it->second.size_bytes;
+    if (state.host_handles.erase(h) == 0) state.used_bytes -= it->second.size_bytes;
     state.handles.erase(it);
   }
 }
@@ -104,7 +117,9 @@ CUresult device_get(CUdevice* dev, int ordinal) {
   return CUDA_SUCCESS;
 }
 CUresult device_get_attribute(int* value, CUdevice_attribute attr, CUdevice) {
-  *value = attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? state.vmm_supported : 0;
+  *value = attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED         ? state.vmm_supported
+           : attr == CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? state.host_vmm
+                                                                                 : 0;
   return CUDA_SUCCESS;
 }
 CUresult device_total_mem(std::size_t* bytes, CUdevice) {
@@ -143,7 +158,8 @@ CUresult mem_get_info(std::size_t* free, std::size_t* total) {
 }
 CUresult mem_get_allocation_granularity(std::size_t* granularity, const CUmemAllocationProp* prop,
                                         CUmemAllocationGranularity_flags) {
-  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+  const bool host = prop->location.type == CU_MEM_LOCATION_TYPE_HOST && state.host_vmm != 0;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE && !host)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   *granularity = state.granularity_bytes;
@@ -174,6 +190,13 @@ CUresult mem_create(CUmemGenericAllocationHandle* handle, std::size_t size, cons
   if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || size % state.granularity_bytes != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST) {  // host memory: not the device's
+    if (state.host_vmm == 0) return CUDA_ERROR_NOT_SUPPORTED;
+    *handle = state.next_handle++;
+    state.handles.emplace(*handle, handle_state{.size_bytes = size});
+    state.host_handles.insert(*handle);
+    return CUDA_SUCCESS;
+  }
   if (size > state.total_bytes - state.used_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
   *handle = state.next_handle++;
   state.handles.emplace(*handle, handle_state{.size_bytes = size});
@@ -192,7 +215,9 @@ CUresult mem_map(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGen
                  unsigned long long) {
   if (const CUresult r = hit("cuMemMap"); r != CUDA_SUCCESS) return r;
   const auto h = state.handles.find(handle);
-  if (h == state.handles.end() || h->second.released || offset != 0 || size != h->second.size_bytes) {
+  if (h == state.handles.end() || h->second.released || offset != 0) return CUDA_ERROR_INVALID_VALUE;
+  // A device handle maps whole (cuda_vmm's rule); a kept host handle may be larger than its range.
+  if (state.host_handles.contains(handle) ? size > h->second.size_bytes : size != h->second.size_bytes) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto res = state.reservations.upper_bound(ptr);
@@ -258,8 +283,54 @@ CUresult event_synchronize(CUevent event) {
   return state.events.contains(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 CUresult event_destroy(CUevent event) { return state.events.erase(event) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult stream_create(CUstream* stream, unsigned int) {
+  if (const CUresult r = hit("cuStreamCreate"); r != CUDA_SUCCESS) return r;
+  *stream = reinterpret_cast<CUstream>(state.next_event += 16);
+  state.streams.insert(*stream);
+  return CUDA_SUCCESS;
+}
+CUresult stream_destroy(CUstream stream) {
+  return state.streams.erase(stream) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult stream_wait_event(CUstream, CUevent event, unsigned int) {
+  if (const CUresult r = hit("cuStreamWaitEvent"); r != CUDA_SUCCESS) return r;
+  return state.events.contains(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult stream_synchronize(CUstream) { return hit("cuStreamSynchronize"); }
+/// Whether [ptr, ptr+bytes) is wholly mapped, or lies inside one page-locked buffer.
+bool reachable(CUdeviceptr ptr, std::size_t bytes) {
+  for (const auto& [p, n] : state.pinned) {
+    const auto at = reinterpret_cast<CUdeviceptr>(p);
+    if (ptr >= at && ptr + bytes <= at + n) return true;
+  }
+  auto it = state.mappings.upper_bound(ptr);
+  if (it == state.mappings.begin()) return false;
+  --it;
+  for (CUdeviceptr at = it->first; at < ptr + bytes;) {
+    const auto m = state.mappings.find(at);
+    if (m == state.mappings.end()) return false;
+    at += m->second.size_bytes;
+  }
+  return true;
+}
+CUresult memcpy_async(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstream stream) {
+  if (const CUresult r = hit("cuMemcpyAsync"); r != CUDA_SUCCESS) return r;
+  if (!reachable(dst, bytes) || !reachable(src, bytes)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  state.copies.push_back(copy_call{dst, src, bytes, stream});
+  return CUDA_SUCCESS;
+}
+CUresult mem_host_alloc(void** p, std::size_t bytes, unsigned int) {
+  if (const CUresult r = hit("cuMemHostAlloc"); r != CUDA_SUCCESS) return r;
+  *p = reinterpret_cast<void*>(state.next_va);  // fake addresses: nothing reads them
+  state.next_va += bytes + state.granularity_bytes;
+  state.pinned.emplace(*p, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult mem_free_host(void* p) { return state.pinned.erase(p) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 
-detail::cuda_driver_api table() {
+/// The fake's entry points; `offload`: with the optional ones offload needs (host-located handles
+/// when state.host_vmm, page-locked buffers otherwise).
+detail::cuda_driver_api table(bool offload = false) {
   detail::cuda_driver_api api;
   api.init = init;
   api.get_error_name = get_error_name;
@@ -286,6 +357,15 @@ detail::cuda_driver_api table() {
   api.event_query = event_query;
   api.event_synchronize = event_synchronize;
   api.event_destroy = event_destroy;
+  if (offload) {
+    api.stream_create = stream_create;
+    api.stream_destroy = stream_destroy;
+    api.stream_wait_event = stream_wait_event;
+    api.stream_synchronize = stream_synchronize;
+    api.memcpy_async = memcpy_async;
+    api.mem_host_alloc = mem_host_alloc;
+    api.mem_free_host = mem_free_host;
+  }
   return api;
 }
 
@@ -302,9 +382,9 @@ class CudaVmmFakeDriverTest : public ::testing::Test {
  protected:
   void SetUp() override { fake::state = fake::driver_state{}; }
 
-  std::unique_ptr<cuda_vmm_device> make(cuda_vmm_options options = {}) {
+  std::unique_ptr<cuda_vmm_device> make(cuda_vmm_options options = {}, bool offload = false) {
     std::string why;
-    auto made = cuda_vmm_device::create_with_driver(fake::table(), 0, options, &why);
+    auto made = cuda_vmm_device::create_with_driver(fake::table(offload), 0, options, &why);
     EXPECT_TRUE(made) << why;
     return made ? std::move(made).value() : nullptr;
   }
@@ -580,6 +660,146 @@ TEST_F(CudaVmmFakeDriverTest, ReturnsEverythingWhenDestroyed) {
   EXPECT_TRUE(fake::state.ctx_stack.empty());
 }
 
+// --- same-address offload on the fake: the failure paths a GPU cannot be made to take -----------
+
+/// Whether the fake maps a device handle at `at` (not a host-located one).
+bool device_mapped_at(CUdeviceptr at) {
+  const auto it = fake::state.mappings.find(at);
+  return it != fake::state.mappings.end() && !fake::state.host_handles.contains(it->second.handle);
+}
+
+bool host_mapped_at(CUdeviceptr at) {
+  const auto it = fake::state.mappings.find(at);
+  return it != fake::state.mappings.end() && fake::state.host_handles.contains(it->second.handle);
+}
+
+TEST_F(CudaVmmFakeDriverTest, AnOffloadWhoseHostMappingFailsMapsTheDevicePagesBack) {
+  auto dev = make({}, /*offload=*/true);
+  ASSERT_TRUE(dev && dev->caps().has_host_backing && !dev->caps().offload_unmaps);
+  const device_address base = dev->reserve(2 * page).value();
+  ASSERT_EQ(dev->map(base, 2 * page), errc::ok);
+  const std::size_t used = fake::state.used_bytes;
+  const std::vector<byte_range> live{{base, 100}};
+  // The start maps the host handle at a staging range (cuMemMap 1); the finish's map over the range fails.
+  ASSERT_EQ(dev->offload_start(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  fake::fail_call("cuMemMap", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(dev->finish_move(base, {}), errc::out_of_memory);
+  EXPECT_NE(dev->last_failure().find("moving"), std::string::npos) << dev->last_failure();
+  EXPECT_TRUE(device_mapped_at(base) && device_mapped_at(base + page)) << "the device pages were not mapped back";
+  EXPECT_EQ(fake::state.used_bytes, used);  // the device handles were kept, not released
+  EXPECT_EQ(dev->mapped_bytes(), 2 * page);
+  EXPECT_EQ(dev->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev->moves_in_flight(), 0u);
+  EXPECT_EQ(dev->moved().to_host, 0u);
+  // Nothing was lost: the same offload succeeds now, with the kept host handle.
+  const std::size_t host_handles = fake::state.host_handles.size();
+  ASSERT_EQ(dev->offload(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  EXPECT_EQ(fake::state.host_handles.size(), host_handles);
+  EXPECT_TRUE(host_mapped_at(base));
+  EXPECT_EQ(fake::state.used_bytes, used - 2 * page);
+}
+
+TEST_F(CudaVmmFakeDriverTest, AnOffloadWhoseFinishCannotWaitStaysInFlightWithItsDevicePages) {
+  auto dev = make({}, /*offload=*/true);
+  ASSERT_TRUE(dev);
+  const device_address base = dev->reserve(page).value();
+  ASSERT_EQ(dev->map(base, page), errc::ok);
+  ASSERT_EQ(dev->offload_start(base, page, std::vector<byte_range>{{base, page}}, {}), errc::ok);
+  fake::fail_call("cuEventSynchronize", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(dev->finish_move(base, {}), errc::device_refused);
+  EXPECT_EQ(dev->moves_in_flight(), 1u);  // the copies' fate is unknown: nothing is dropped
+  EXPECT_TRUE(device_mapped_at(base));
+  EXPECT_EQ(dev->unmap(base, page), errc::invalid_argument);  // not under a move in flight
+  ASSERT_EQ(dev->finish_move(base, {}), errc::ok) << dev->last_failure();
+  EXPECT_TRUE(host_mapped_at(base));
+  EXPECT_EQ(dev->moved().to_host, page);
+}
+
+TEST_F(CudaVmmFakeDriverTest, ARestoreWhoseDeviceMappingFailsPutsTheHostMappingBack) {
+  auto dev = make({.restore_chunk_bytes = page}, /*offload=*/true);  // a handle per page
+  ASSERT_TRUE(dev);
+  const device_address base = dev->reserve(3 * page).value();
+  ASSERT_EQ(dev->map(base, 3 * page), errc::ok);
+  const std::vector<byte_range> live{{base, 3 * page}};
+  ASSERT_EQ(dev->offload(base, 3 * page, live, {}), errc::ok) << dev->last_failure();
+  const std::size_t used = fake::state.used_bytes;
+  // restore: the staging map (1), then the device chunks (2, 3, 4): the third chunk's map fails.
+  fake::fail_call("cuMemMap", 4, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(dev->restore(base, 3 * page, live, {}), errc::device_refused);
+  EXPECT_NE(dev->last_failure().find("mapping device pages"), std::string::npos) << dev->last_failure();
+  EXPECT_TRUE(host_mapped_at(base)) << "the bytes' host mapping did not come back";
+  EXPECT_FALSE(device_mapped_at(base + page));
+  EXPECT_EQ(fake::state.used_bytes, used);  // the chunks made for it were released
+  EXPECT_EQ(dev->host_backed_bytes(), 3 * page);
+  EXPECT_EQ(dev->mapped_bytes(), 0u);
+  ASSERT_EQ(dev->restore(base, 3 * page, live, {}), errc::ok) << dev->last_failure();
+  EXPECT_TRUE(device_mapped_at(base) && device_mapped_at(base + 2 * page));
+  EXPECT_EQ(dev->moved().to_device, 3 * page);
+}
+
+TEST_F(CudaVmmFakeDriverTest, WithoutHostBackingAnOffloadUnmapsTheRangeAndCopiesThroughAPinnedBuffer) {
+  fake::state.host_vmm = 0;
+  auto dev = make({}, /*offload=*/true);
+  ASSERT_TRUE(dev);
+  EXPECT_FALSE(dev->caps().has_host_backing);
+  EXPECT_TRUE(dev->caps().offload_unmaps);
+  const device_address base = dev->reserve(2 * page).value();
+  ASSERT_EQ(dev->map(base, 2 * page), errc::ok);
+  const std::size_t used = fake::state.used_bytes;
+  const std::vector<byte_range> live{{base + 64, 1000}, {base + page, 4096}};
+  ASSERT_EQ(dev->offload(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  ASSERT_EQ(fake::state.pinned.size(), 1u);
+  const auto buffer = reinterpret_cast<CUdeviceptr>(fake::state.pinned.begin()->first);
+  EXPECT_EQ(fake::state.pinned.begin()->second, 2 * page);  // the range's bytes, no rounding
+  ASSERT_EQ(fake::state.copies.size(), 2u);  // the live ranges only, into the buffer at their offsets
+  EXPECT_EQ(fake::state.copies[0].dst, buffer + 64);
+  EXPECT_EQ(fake::state.copies[1].dst, buffer + page);
+  EXPECT_EQ(fake::state.copies[1].bytes, 4096u);
+  EXPECT_FALSE(device_mapped_at(base) || host_mapped_at(base) || device_mapped_at(base + page));  // unmapped
+  EXPECT_TRUE(fake::state.host_handles.empty());
+  EXPECT_EQ(fake::state.used_bytes, used - 2 * page);
+  EXPECT_EQ(dev->host_backed_bytes(), 2 * page);
+  EXPECT_EQ(dev->map(base, page), errc::invalid_argument);  // offloaded, not free address space
+
+  ASSERT_EQ(dev->restore(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  ASSERT_EQ(fake::state.copies.size(), 4u);
+  EXPECT_EQ(fake::state.copies[2].src, buffer + 64);
+  EXPECT_EQ(fake::state.copies[2].dst, base + 64);
+  EXPECT_TRUE(device_mapped_at(base));
+  EXPECT_EQ(dev->host_held_bytes(), 2 * page);  // the buffer is kept for the next offload
+  ASSERT_EQ(dev->offload(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  EXPECT_EQ(fake::state.calls["cuMemHostAlloc"], 1) << "the second offload pinned anew";
+  EXPECT_EQ(dev->unmap(base, 2 * page), errc::ok);  // a free while offloaded: its buffer is kept
+  EXPECT_EQ(dev->host_backed_bytes(), 0u);
+  EXPECT_EQ(dev->release(base, 2 * page), errc::ok);
+  dev.reset();
+  EXPECT_TRUE(fake::state.pinned.empty()) << "a pinned buffer outlived the device";
+  EXPECT_TRUE(fake::state.streams.empty());
+}
+
+TEST_F(CudaVmmFakeDriverTest, WithoutHostBackingFailuresLeaveTheRangeAsItWas) {
+  fake::state.host_vmm = 0;
+  auto dev = make({.restore_chunk_bytes = page}, /*offload=*/true);
+  ASSERT_TRUE(dev);
+  const device_address base = dev->reserve(2 * page).value();
+  ASSERT_EQ(dev->map(base, 2 * page), errc::ok);
+  const std::vector<byte_range> live{{base, 2 * page}};
+  fake::fail_call("cuMemHostAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(dev->offload(base, 2 * page, live, {}), errc::out_of_memory);
+  EXPECT_NE(dev->last_failure().find("cuMemHostAlloc"), std::string::npos) << dev->last_failure();
+  EXPECT_TRUE(device_mapped_at(base));
+  EXPECT_EQ(dev->mapped_bytes(), 2 * page);
+  ASSERT_EQ(dev->offload(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  // A restore whose second chunk cannot be mapped leaves the range unmapped, its bytes in the buffer.
+  fake::fail_call("cuMemMap", 2, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(dev->restore(base, 2 * page, live, {}), errc::device_refused);
+  EXPECT_FALSE(device_mapped_at(base) || device_mapped_at(base + page));
+  EXPECT_EQ(dev->host_backed_bytes(), 2 * page);
+  EXPECT_EQ(fake::state.pinned.size(), 1u);
+  ASSERT_EQ(dev->restore(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  EXPECT_TRUE(device_mapped_at(base) && device_mapped_at(base + page));
+}
+
 }  // namespace
 
 // --- the conformance suite on the fake ------------------------------------------------------------
@@ -587,16 +807,25 @@ TEST_F(CudaVmmFakeDriverTest, ReturnsEverythingWhenDestroyed) {
 namespace conformance {
 namespace {
 
-made_device make_vmm_on_fake_driver() {
+made_device make_on_fake_driver(bool offload, int host_vmm) {
   fake::state = fake::driver_state{};
+  fake::state.host_vmm = host_vmm;
   std::string why;
-  auto made = cuda_vmm_device::create_with_driver(fake::table(), 0, {}, &why);
+  auto made = cuda_vmm_device::create_with_driver(fake::table(offload), 0, {}, &why);
   if (!made) return {nullptr, why};
   return {std::move(made).value(), {}};
 }
 
+made_device make_vmm_on_fake_driver() { return make_on_fake_driver(false, 1); }
+made_device make_host_backed_vmm_on_fake_driver() { return make_on_fake_driver(true, 1); }
+made_device make_unmapping_vmm_on_fake_driver() { return make_on_fake_driver(true, 0); }
+
 INSTANTIATE_TEST_SUITE_P(FakeDriver, DeviceConformanceTest,
-                         ::testing::Values(device_factory{"cuda_vmm", make_vmm_on_fake_driver, true}),
+                         ::testing::Values(device_factory{"cuda_vmm", make_vmm_on_fake_driver, true},
+                                           device_factory{"cuda_vmm_host_backed", make_host_backed_vmm_on_fake_driver,
+                                                          true},
+                                           device_factory{"cuda_vmm_unmapping", make_unmapping_vmm_on_fake_driver,
+                                                          true}),
                          device_factory_name);
 
 }  // namespace

@@ -2,6 +2,9 @@
 // the bytes a range held come back bit-exact at the same addresses, the addresses work while the
 // range is on the host, only live bytes are copied, device memory is given back and taken again,
 // and a restore that finds the device full keeps the bytes on the host until it can succeed.
+// PHASEALLOC_EXPECT_OFFLOAD=unmapping runs them on a driver that cannot map host memory at device
+// addresses (ctest's cuda_vmm_offload_unmapping_on_simcuda: simcuda's host_vmm:0): the same moves,
+// the range unmapped in between, so an access there is an error instead of the bytes.
 // Without a GPU or the simulator every test skips and says why (label: gpu).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -37,6 +40,20 @@ std::vector<std::uint8_t> read(device_address at, std::size_t n) {
   return out;
 }
 
+/// Whether a copy from `at` fails (an unmapped range: simcuda answers an error, a GPU would fault).
+bool read_fails(device_address at, std::size_t n) {
+  std::vector<std::uint8_t> out(n);
+  const cudaError_t e = cudaMemcpy(out.data(), reinterpret_cast<const void*>(at), n, cudaMemcpyDeviceToHost);
+  (void)cudaGetLastError();
+  return e != cudaSuccess;
+}
+
+/// Whether the test runs on a driver without host-backed mappings (PHASEALLOC_EXPECT_OFFLOAD=unmapping).
+bool expect_unmapping() {
+  const char* v = std::getenv("PHASEALLOC_EXPECT_OFFLOAD");
+  return v != nullptr && std::string(v) == "unmapping";
+}
+
 class CudaVmmOffload : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,11 +64,25 @@ class CudaVmmOffload : public ::testing::Test {
       GTEST_SKIP() << "real GPU only: " << why;
     }
     dev_ = std::move(made).value();
-    if (!dev_->caps().has_host_backing) {
+    unmapping_ = expect_unmapping();
+    if (unmapping_) {
+      ASSERT_FALSE(dev_->caps().has_host_backing) << "PHASEALLOC_EXPECT_OFFLOAD=unmapping on a host-backing driver";
+      ASSERT_TRUE(dev_->caps().offload_unmaps) << "the driver has no page-locked host memory either";
+    } else if (!dev_->caps().has_host_backing) {
       if (std::getenv("PHASEALLOC_CONFORMANCE_REQUIRE_DEVICE") != nullptr) FAIL() << "the device has no host backing";
       GTEST_SKIP() << "real GPU only: this driver cannot back device addresses with host memory";
     }
     page_ = dev_->caps().granularity_bytes;
+  }
+
+  /// The bytes of an offloaded range: host-backed, they read back as `expected`; unmapped, a read fails.
+  void expect_offloaded_reads(device_address at, const std::vector<std::uint8_t>& expected) {
+    if (unmapping_) {
+      EXPECT_TRUE(read_fails(at, expected.size())) << "an unmapping offload left [" << at << ", +" << expected.size()
+                                                   << ") readable";
+    } else {
+      EXPECT_EQ(read(at, expected.size()), expected);
+    }
   }
 
   /// A reservation of `pages` pages, mapped.
@@ -69,6 +100,7 @@ class CudaVmmOffload : public ::testing::Test {
 
   std::unique_ptr<cuda_vmm_device> dev_;
   std::size_t page_ = 0;
+  bool unmapping_ = false;
 };
 
 TEST_F(CudaVmmOffload, LiveBytesComeBackBitExactAtTheSameAddresses) {
@@ -87,8 +119,8 @@ TEST_F(CudaVmmOffload, LiveBytesComeBackBitExactAtTheSameAddresses) {
   EXPECT_EQ(free_now(), free_before + bytes);  // the device pages went back to the driver
   EXPECT_EQ(dev_->moved().to_host, 512u + 2 * 4096 + 17 + 1000);  // live bytes only
   for (const byte_range& r : live) {  // the addresses still work: the bytes are read over the link
-    const auto got = read(r.addr, r.bytes);
-    EXPECT_TRUE(std::equal(got.begin(), got.end(), contents.begin() + static_cast<std::ptrdiff_t>(r.addr - base)));
+    const auto at = contents.begin() + static_cast<std::ptrdiff_t>(r.addr - base);
+    expect_offloaded_reads(r.addr, std::vector<std::uint8_t>(at, at + static_cast<std::ptrdiff_t>(r.bytes)));
   }
 
   ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
@@ -151,6 +183,15 @@ TEST_F(CudaVmmOffload, WritesWhileOffloadedAreKeptByTheRestore) {
   const std::vector<byte_range> live{{base, bytes}};
   ASSERT_EQ(dev_->offload(base, bytes, live, {}), errc::ok) << dev_->last_failure();
   const auto later = random_bytes(bytes, 2);
+  if (unmapping_) {  // unmapped: the write is refused, and the restore brings the bytes offloaded
+    EXPECT_NE(cudaMemcpy(reinterpret_cast<void*>(base), later.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    (void)cudaGetLastError();
+    ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
+    EXPECT_EQ(read(base, bytes), random_bytes(bytes, 1));
+    EXPECT_EQ(dev_->unmap(base, bytes), errc::ok);
+    EXPECT_EQ(dev_->release(base, bytes), errc::ok);
+    return;
+  }
   write(base, later);  // a kernel or copy touching the offloaded range: slow, never a fault
   ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
   EXPECT_EQ(read(base, bytes), later);
@@ -174,7 +215,7 @@ TEST_F(CudaVmmOffload, ARestoreOnAFullDeviceKeepsTheBytesAndSucceedsLater) {
 
   EXPECT_EQ(dev_->restore(base, bytes, live, {}), errc::out_of_memory);
   EXPECT_EQ(dev_->host_backed_bytes(), bytes);
-  EXPECT_EQ(read(base, bytes), contents);  // still there, on the host, at its addresses
+  expect_offloaded_reads(base, contents);  // still there, on the host, at its addresses (or unmapped)
 
   ASSERT_EQ(dev_->unmap(filler, filled), errc::ok);
   ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
@@ -184,10 +225,13 @@ TEST_F(CudaVmmOffload, ARestoreOnAFullDeviceKeepsTheBytesAndSucceedsLater) {
   EXPECT_EQ(dev_->release(base, bytes), errc::ok);
 }
 
-/// simcuda's bytes of host-located handles (looked up at run time), or -1 on a GPU.
-long long simulated_host_located_bytes() {
+/// simcuda's bytes of the host memory an offload uses (looked up at run time), or -1 on a GPU:
+/// host-located handles, or page-locked buffers when `unmapping`.
+long long simulated_host_located_bytes(bool unmapping = expect_unmapping()) {
   using fn = std::size_t (*)();
-  static const auto get = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "simcuda_host_located_bytes"));
+  static const auto located = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "simcuda_host_located_bytes"));
+  static const auto pinned = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "simcuda_pinned_host_bytes"));
+  const fn get = unmapping ? pinned : located;
   return get != nullptr ? static_cast<long long>(get()) : -1;
 }
 
@@ -236,8 +280,9 @@ TEST_F(CudaVmmOffload, ARestoredRangeComesBackInChunksThatAreUnmappedWhole) {
   const long long calls_before = simulated_vmm_calls();
   ASSERT_EQ(dev_->restore(base, bytes, live, {}), errc::ok) << dev_->last_failure();
   if (calls_before >= 0) {
-    // 3 handles made and mapped, the host mapping and the staging one unmapped; one staging map.
-    EXPECT_EQ(simulated_vmm_calls() - calls_before, 3 + 3 + 2 + 1);
+    // 3 handles made and mapped, the host mapping and the staging one unmapped; one staging map
+    // (unmapping: no host mapping, no staging).
+    EXPECT_EQ(simulated_vmm_calls() - calls_before, unmapping_ ? 3 + 3 : 3 + 3 + 2 + 1);
   }
   EXPECT_EQ(read(base, bytes), contents);
   // unmap_span trims a range to the chunks it covers whole.

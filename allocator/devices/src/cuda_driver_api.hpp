@@ -52,12 +52,21 @@ struct cuda_driver_api {
   PFN_cuStreamWaitEvent_v3020 stream_wait_event = nullptr;
   PFN_cuStreamSynchronize_v2000 stream_synchronize = nullptr;
   PFN_cuMemcpyAsync_v4000 memcpy_async = nullptr;
+  // Offload where the driver cannot map host memory at device addresses (before CUDA 12.2):
+  // pinned host memory the copies land in, the range unmapped meanwhile. Optional too.
+  PFN_cuMemHostAlloc_v2020 mem_host_alloc = nullptr;
+  PFN_cuMemFreeHost_v2000 mem_free_host = nullptr;
 };
 
 /// Whether `api` has the optional entries that offload needs.
 inline bool has_offload_entries(const cuda_driver_api& api) noexcept {
   return api.stream_create != nullptr && api.stream_destroy != nullptr && api.stream_wait_event != nullptr &&
          api.stream_synchronize != nullptr && api.memcpy_async != nullptr;
+}
+
+/// Whether `api` has the optional entries of the unmapping offload (pinned host memory).
+inline bool has_pinned_entries(const cuda_driver_api& api) noexcept {
+  return has_offload_entries(api) && api.mem_host_alloc != nullptr && api.mem_free_host != nullptr;
 }
 
 /// Fills `api` from the installed driver through cudaGetDriverEntryPointByVersion (the CUDA

@@ -99,6 +99,8 @@ errc resolve_cuda_driver_api(cuda_driver_api& api, std::string& why) noexcept {
       {"cuStreamWaitEvent", 3020, reinterpret_cast<void**>(&api.stream_wait_event)},
       {"cuStreamSynchronize", 2000, reinterpret_cast<void**>(&api.stream_synchronize)},
       {"cuMemcpyAsync", 4000, reinterpret_cast<void**>(&api.memcpy_async)},
+      {"cuMemHostAlloc", 2020, reinterpret_cast<void**>(&api.mem_host_alloc)},
+      {"cuMemFreeHost", 2000, reinterpret_cast<void**>(&api.mem_free_host)},
   };
   for (const entry& e : optional_entries) {
     cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
@@ -255,11 +257,14 @@ result<std::unique_ptr<cuda_vmm_device>> cuda_vmm_device::create_with_driver(con
     return refuse(errc::device_refused,
                   fmt::format("CUDA device {}: cuDevicePrimaryCtxRetain returned {}", ordinal, error_name(api, r)));
   }
+  const bool host_backing = probe_host_backing(*s);
+  s->host_unmapped = !host_backing && detail::has_pinned_entries(s->api);
   const device_caps caps{.granularity_bytes = s->page_bytes,
                          .capacity_bytes = total_bytes,
                          .has_virtual_reserve = true,
                          .has_partial_unmap = true,
-                         .has_host_backing = probe_host_backing(*s)};
+                         .has_host_backing = host_backing,
+                         .offload_unmaps = s->host_unmapped};
   return std::unique_ptr<cuda_vmm_device>(new cuda_vmm_device(ordinal, caps, std::move(s)));
 }
 
@@ -273,22 +278,24 @@ cuda_vmm_device::~cuda_vmm_device() {
     scoped_context ctx(s.api, s.ctx);
     for (const auto& [addr, m] : s.moves) {  // copies still in flight read or write what goes below
       (void)s.api.event_synchronize(m.done);
-      (void)s.api.mem_unmap(to_ptr(m.staging), m.bytes);
-      (void)s.api.mem_address_free(to_ptr(m.staging), m.bytes);
-      if (m.restore) {  // the range holds device pages now: its host handle is no longer mapped there
-        (void)s.api.mem_release(s.host_runs.at(addr).handle);
+      if (!s.host_unmapped) {
+        (void)s.api.mem_unmap(to_ptr(m.staging), m.bytes);
+        (void)s.api.mem_address_free(to_ptr(m.staging), m.bytes);
+      }
+      if (m.restore) {  // the range holds device pages now: its host memory is no longer mapped there
+        s.release_host(s.host_runs.at(addr).memory);
         s.host_runs.erase(addr);
       } else {
-        (void)s.api.mem_release(m.host);
+        s.release_host(m.host);
       }
       (void)s.api.event_destroy(m.done);
     }
     for (CUevent e : s.spare_move_events) (void)s.api.event_destroy(e);
     for (const auto& [addr, run] : s.host_runs) {
-      (void)s.api.mem_unmap(to_ptr(addr), run.bytes);
-      (void)s.api.mem_release(run.handle);
+      if (!s.host_unmapped) (void)s.api.mem_unmap(to_ptr(addr), run.bytes);
+      s.release_host(run.memory);
     }
-    for (const auto& kept : s.idle_hosts) (void)s.api.mem_release(kept.handle);
+    for (const auto& kept : s.idle_hosts) s.release_host(kept);
     if (s.copy_stream != nullptr) (void)s.api.stream_destroy(s.copy_stream);
     for (auto& [base, res] : s.reservations) {
       for (std::size_t i = 0; i < res.pages.size();) {
@@ -492,10 +499,12 @@ errc cuda_vmm_device::state::unmap_host_run(device_address addr, std::size_t byt
   reservation* res = find_range(addr, bytes, first);
   if (res == nullptr || run->second.bytes != bytes) return errc::invalid_argument;  // whole runs only
   scoped_context scope(api, ctx);
-  CUresult r = api.mem_unmap(to_ptr(addr), bytes);
-  if (r != CUDA_SUCCESS) return failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
-  keep_host_handle(run->second.handle, run->second.handle_bytes);
-  run_handle_bytes -= run->second.handle_bytes;
+  if (!host_unmapped) {  // an unmapping offload left nothing mapped there
+    const CUresult r = api.mem_unmap(to_ptr(addr), bytes);
+    if (r != CUDA_SUCCESS) return failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
+  }
+  keep_host(run->second.memory);
+  run_handle_bytes -= run->second.memory.bytes;
   const std::size_t count = bytes / page_bytes;
   for (std::size_t i = first; i < first + count; ++i) res->pages[i] = page{};
   res->mapped_pages -= count;

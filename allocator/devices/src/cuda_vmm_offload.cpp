@@ -22,6 +22,13 @@
 //     removed, device pages are mapped there, the live bytes are copied back from the staging
 //     mapping, and the host handle is released. Out of device memory at any step leaves the host
 //     handle mapped at the range (still correct, only slow) and answers out_of_memory.
+//   - A driver that cannot map host memory at device addresses (before CUDA 12.2: probe_host_backing
+//     finds no host-located handle) gets the same moves with the range unmapped in between
+//     (caps().offload_unmaps, state::host_unmapped): the copies go to and from a page-locked
+//     buffer (cuMemHostAlloc, reused like the handles), the offload's finish unmaps the device pages
+//     and maps nothing over them, the restore maps device pages there again. A kernel that touches
+//     the range meanwhile faults, as after torch_memory_saver's pause; the caller is told once
+//     (the C ABI's phasealloc_offload_kind).
 //   - Two steps: offload_start / restore_start do everything up to the copies, enqueue them and
 //     record an event after them on the copy stream (the move is then in `moves`, and no other
 //     call may touch its range); finish_move waits for the event and does the rest (an offload's
@@ -203,33 +210,54 @@ void unmap_staging(cuda_vmm_device::state& s, device_address staging, std::size_
   (void)s.api.mem_address_free(to_ptr(staging), bytes);
 }
 
+/// Where copies reach `host`: its handle mapped at a staging reservation, or, for a page-locked
+/// buffer, the buffer itself (its device address under unified addressing). 0 when it cannot be.
+device_address host_staging(cuda_vmm_device::state& s, const cuda_vmm_device::state::host_memory& host,
+                            std::size_t bytes, errc& err) {
+  if (host.pinned != nullptr) return reinterpret_cast<device_address>(host.pinned);
+  return map_staging(s, host.handle, bytes, err);
+}
+
+/// Undoes host_staging.
+void drop_staging(cuda_vmm_device::state& s, device_address staging, std::size_t bytes) {
+  if (!s.host_unmapped) unmap_staging(s, staging, bytes);
+}
+
 }  // namespace
 
-CUresult cuda_vmm_device::state::take_host_handle(std::size_t bytes, CUmemGenericAllocationHandle& handle,
-                                                  std::size_t& handle_bytes) {
+CUresult cuda_vmm_device::state::take_host(std::size_t bytes, host_memory& out) {
   auto best = idle_hosts.end();
   for (auto it = idle_hosts.begin(); it != idle_hosts.end(); ++it) {
     if (it->bytes >= bytes && (best == idle_hosts.end() || it->bytes < best->bytes)) best = it;
   }
   if (best != idle_hosts.end()) {
-    handle = best->handle;
-    handle_bytes = best->bytes;
+    out = *best;
     idle_host_bytes -= best->bytes;
     idle_hosts.erase(best);
     return CUDA_SUCCESS;
   }
-  handle_bytes = bytes;
-  return api.mem_create(&handle, bytes, &host_prop, 0);
+  out = host_memory{.bytes = bytes};
+  if (host_unmapped) return api.mem_host_alloc(&out.pinned, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  return api.mem_create(&out.handle, bytes, &host_prop, 0);
 }
 
-void cuda_vmm_device::state::keep_host_handle(CUmemGenericAllocationHandle handle, std::size_t handle_bytes) {
-  idle_hosts.push_back({handle, handle_bytes});
-  idle_host_bytes += handle_bytes;
+void cuda_vmm_device::state::keep_host(const host_memory& memory) {
+  idle_hosts.push_back(memory);
+  idle_host_bytes += memory.bytes;
   while (idle_host_bytes > host_cache_bytes && !idle_hosts.empty()) {
-    const CUresult r = api.mem_release(idle_hosts.front().handle);
-    if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease of a host-located handle (leaked)");
+    release_host(idle_hosts.front());
     idle_host_bytes -= idle_hosts.front().bytes;
     idle_hosts.erase(idle_hosts.begin());
+  }
+}
+
+void cuda_vmm_device::state::release_host(const host_memory& memory) {
+  if (memory.pinned != nullptr) {
+    const CUresult r = api.mem_free_host(memory.pinned);
+    if (r != CUDA_SUCCESS) (void)failed(r, "cuMemFreeHost of an offload buffer (leaked)");
+  } else {
+    const CUresult r = api.mem_release(memory.handle);
+    if (r != CUDA_SUCCESS) (void)failed(r, "cuMemRelease of a host-located handle (leaked)");
   }
 }
 
@@ -247,7 +275,7 @@ errc cuda_vmm_device::restore(device_address addr, std::size_t bytes, std::span<
 
 errc cuda_vmm_device::offload_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                                     std::span<const event_id> after) noexcept {
-  if (!caps_.has_host_backing) return errc::not_supported;
+  if (!can_offload(caps_)) return errc::not_supported;
   state& s = *state_;
   std::lock_guard lock(s.mutex);
   std::size_t first = 0;
@@ -257,22 +285,24 @@ errc cuda_vmm_device::offload_start(device_address addr, std::size_t bytes, std:
     return errc::invalid_argument;
   }
   scoped_context ctx(s.api, s.ctx);
-  CUmemGenericAllocationHandle host = 0;
-  std::size_t host_bytes = 0;
-  const CUresult r = s.take_host_handle(bytes, host, host_bytes);
-  if (r != CUDA_SUCCESS) return s.failed(r, fmt::format("cuMemCreate({}, host location)", bytes));
+  state::host_memory host;
+  const CUresult r = s.take_host(bytes, host);
+  if (r != CUDA_SUCCESS) {
+    return s.failed(r, s.host_unmapped ? fmt::format("cuMemHostAlloc({}) for an offload", bytes)
+                                       : fmt::format("cuMemCreate({}, host location)", bytes));
+  }
   errc err = errc::ok;
-  const device_address staging = map_staging(s, host, bytes, err);
+  const device_address staging = host_staging(s, host, bytes, err);
   if (staging == 0) {
-    s.keep_host_handle(host, host_bytes);
+    s.keep_host(host);
     return err;
   }
   CUevent done = take_move_event(s);
   err = done == nullptr ? errc::device_refused : enqueue_copies(s, addr, addr, staging, live, after, done);
   if (err != errc::ok) {
     drain_copy_stream(s);
-    unmap_staging(s, staging, bytes);
-    s.keep_host_handle(host, host_bytes);
+    drop_staging(s, staging, bytes);
+    s.keep_host(host);
     if (done != nullptr) s.spare_move_events.push_back(done);
     return err;
   }
@@ -281,7 +311,6 @@ errc cuda_vmm_device::offload_start(device_address addr, std::size_t bytes, std:
                                     .done = done,
                                     .staging = staging,
                                     .host = host,
-                                    .host_handle_bytes = host_bytes,
                                     .live_bytes = total_bytes(live)});
   return errc::ok;
 }
@@ -302,8 +331,8 @@ errc swap_to_host(cuda_vmm_device::state& s, device_address addr, const cuda_vmm
     r = s.api.mem_unmap(to_ptr(base + done * s.page_bytes), res->pages[done].unit_pages * s.page_bytes);
     if (r != CUDA_SUCCESS) break;
   }
-  if (r == CUDA_SUCCESS) {
-    r = s.api.mem_map(to_ptr(addr), m.bytes, 0, m.host, 0);
+  if (r == CUDA_SUCCESS && !s.host_unmapped) {  // unmapping: the range stays unmapped until its restore
+    r = s.api.mem_map(to_ptr(addr), m.bytes, 0, m.host.handle, 0);
     if (r == CUDA_SUCCESS) {
       r = s.api.mem_set_access(to_ptr(addr), m.bytes, s.access.data(), s.access.size());
       if (r != CUDA_SUCCESS) (void)s.api.mem_unmap(to_ptr(addr), m.bytes);
@@ -317,7 +346,7 @@ errc swap_to_host(cuda_vmm_device::state& s, device_address addr, const cuda_vmm
       (void)s.api.mem_map(to_ptr(back), unit_bytes, 0, res->pages[i].handle, 0);
       (void)s.api.mem_set_access(to_ptr(back), unit_bytes, s.access.data(), s.access.size());
     }
-    s.keep_host_handle(m.host, m.host_handle_bytes);
+    s.keep_host(m.host);
     return err;
   }
   for (std::size_t i = first; i < first + count;) {
@@ -327,10 +356,10 @@ errc swap_to_host(cuda_vmm_device::state& s, device_address addr, const cuda_vmm
     for (std::size_t k = i; k < i + n; ++k) res->pages[k] = state::page{.handle = 0, .mapped = true, .host = true};
     i += n;
   }
-  s.host_runs[addr] = state::host_run{.handle = m.host, .bytes = m.bytes, .handle_bytes = m.host_handle_bytes};
+  s.host_runs[addr] = state::host_run{.memory = m.host, .bytes = m.bytes};
   s.mapped_bytes -= m.bytes;
   s.host_bytes += m.bytes;
-  s.run_handle_bytes += m.host_handle_bytes;
+  s.run_handle_bytes += m.host.bytes;
   s.moved.to_host += m.live_bytes;
   return errc::ok;
 }
@@ -339,7 +368,7 @@ errc swap_to_host(cuda_vmm_device::state& s, device_address addr, const cuda_vmm
 
 errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                                     std::span<const event_id> after) noexcept {
-  if (!caps_.has_host_backing) return errc::not_supported;
+  if (!can_offload(caps_)) return errc::not_supported;
   state& s = *state_;
   std::lock_guard lock(s.mutex);
   const auto run = s.host_runs.find(addr);
@@ -351,7 +380,7 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
   state::reservation* res = s.find_range(addr, bytes, first);
   if (res == nullptr) return errc::invalid_argument;
   const std::size_t count = bytes / s.page_bytes;
-  const CUmemGenericAllocationHandle host = run->second.handle;
+  const state::host_memory host = run->second.memory;
   scoped_context ctx(s.api, s.ctx);
 
   // Device memory first, in chunks of up to restore_chunk_pages (one handle and one mapping each):
@@ -381,7 +410,7 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
     return errc::device_refused;
   }
   errc err = errc::ok;
-  const device_address staging = map_staging(s, host, bytes, err);
+  const device_address staging = host_staging(s, host, bytes, err);
   if (staging == 0) {
     drop_handles();
     s.spare_move_events.push_back(done);
@@ -389,10 +418,10 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
   }
   // Wait for the streams that used the range before its mapping changes under them.
   err = wait_for(s, after);
-  CUresult r = err == errc::ok ? s.api.mem_unmap(to_ptr(addr), bytes) : CUDA_SUCCESS;
+  CUresult r = err == errc::ok && !s.host_unmapped ? s.api.mem_unmap(to_ptr(addr), bytes) : CUDA_SUCCESS;
   if (err != errc::ok || r != CUDA_SUCCESS) {
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
-    unmap_staging(s, staging, bytes);
+    drop_staging(s, staging, bytes);
     drop_handles();
     s.spare_move_events.push_back(done);
     return err;
@@ -405,15 +434,17 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
   }
   if (r == CUDA_SUCCESS) r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
   if (r == CUDA_SUCCESS) err = enqueue_copies(s, addr, staging, addr, live, {}, done);
-  if (r != CUDA_SUCCESS || err != errc::ok) {  // the host mapping back over the range: still correct
+  if (r != CUDA_SUCCESS || err != errc::ok) {  // the range back as it was: host-backed (still correct) or unmapped
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("mapping device pages at [{:#x}, +{})", addr, bytes));
     drain_copy_stream(s);
     for (std::size_t k = 0; k < mapped; ++k) {
       (void)s.api.mem_unmap(to_ptr(addr + k * chunk * s.page_bytes), chunk_pages(k) * s.page_bytes);
     }
-    (void)s.api.mem_map(to_ptr(addr), bytes, 0, host, 0);
-    (void)s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
-    unmap_staging(s, staging, bytes);
+    if (!s.host_unmapped) {
+      (void)s.api.mem_map(to_ptr(addr), bytes, 0, host.handle, 0);
+      (void)s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
+    }
+    drop_staging(s, staging, bytes);
     drop_handles();
     s.spare_move_events.push_back(done);
     return err;
@@ -426,6 +457,7 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
                                     .bytes = bytes,
                                     .done = done,
                                     .staging = staging,
+                                    .host = {},  // its host_run's
                                     .live_bytes = total_bytes(live)});
   return errc::ok;
 }
@@ -469,12 +501,12 @@ errc cuda_vmm_device::finish_move(device_address addr, std::span<const event_id>
   }
   s.moves.erase(it);
   s.spare_move_events.push_back(m.done);
-  unmap_staging(s, m.staging, m.bytes);
+  drop_staging(s, m.staging, m.bytes);
   if (!m.restore) return swap_to_host(s, addr, m);
   const auto run = s.host_runs.find(addr);
   PHASEALLOC_CHECK(run != s.host_runs.end(), "restore of [{:#x}, +{}) in flight without its host run", addr, m.bytes);
-  s.keep_host_handle(run->second.handle, run->second.handle_bytes);  // the next offload copies into it
-  s.run_handle_bytes -= run->second.handle_bytes;
+  s.keep_host(run->second.memory);  // the next offload copies into it
+  s.run_handle_bytes -= run->second.memory.bytes;
   s.host_runs.erase(run);
   s.host_bytes -= m.bytes;
   s.moved.to_device += m.live_bytes;

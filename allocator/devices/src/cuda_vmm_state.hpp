@@ -73,31 +73,31 @@ struct cuda_vmm_device::state {
   struct page {
     CUmemGenericAllocationHandle handle = 0;  ///< 0 for a host-backed page (its run holds the handle)
     bool mapped = false;
-    bool host = false;  ///< mapped to host-located memory by an offload (cuda_vmm_offload.cpp)
+    bool host = false;  ///< offloaded (cuda_vmm_offload.cpp): host-backed, or unmapped under host_unmapped
     std::uint32_t unit_pages = 1;  ///< pages of the mapping this page is in
     std::uint32_t unit_index = 0;  ///< this page's place in it (0: the mapping starts here)
   };
-  /// An offloaded range: one host-located handle mapped over it at its own addresses (the handle
-  /// may be larger: one kept from an earlier offload).
-  struct host_run {
+  /// Host memory behind an offloaded range: a host-located handle (mapped over the range at its own
+  /// addresses), or, on a driver that cannot map host memory at device addresses (host_unmapped),
+  /// a page-locked buffer (cuMemHostAlloc) the range's bytes wait in while the range is unmapped.
+  struct host_memory {
     CUmemGenericAllocationHandle handle = 0;
-    std::size_t bytes = 0;         ///< the range
-    std::size_t handle_bytes = 0;  ///< the handle
+    void* pinned = nullptr;
+    std::size_t bytes = 0;  ///< the handle's or buffer's (a kept one may be larger than a range)
+  };
+  /// An offloaded range and the host memory behind it.
+  struct host_run {
+    host_memory memory;
+    std::size_t bytes = 0;  ///< the range
   };
   /// A move whose copies are in flight (offload_start / restore_start until finish_move).
   struct move {
     bool restore = false;
     std::size_t bytes = 0;
-    CUevent done = nullptr;                 ///< recorded on the copy stream after the copies
-    device_address staging = 0;             ///< the host handle, mapped where the copies reach it
-    CUmemGenericAllocationHandle host = 0;  ///< an offload's handle (a restore's is its host_run's)
-    std::size_t host_handle_bytes = 0;
-    std::size_t live_bytes = 0;             ///< what the copies move
-  };
-  /// A host-located handle kept for reuse (options.host_cache_bytes).
-  struct idle_host {
-    CUmemGenericAllocationHandle handle = 0;
-    std::size_t bytes = 0;
+    CUevent done = nullptr;      ///< recorded on the copy stream after the copies
+    device_address staging = 0;  ///< where the copies reach the host memory: its mapping, or the buffer
+    host_memory host;            ///< an offload's (a restore's is its host_run's)
+    std::size_t live_bytes = 0;  ///< what the copies move
   };
   struct reservation {
     std::size_t size_bytes = 0;
@@ -113,17 +113,19 @@ struct cuda_vmm_device::state {
   std::vector<CUmemAccessDesc> access;  ///< This device first, then each peer granted access.
 
   CUmemAllocationProp host_prop{};  ///< A host-located handle's (offload), when caps say has_host_backing.
+  /// caps().offload_unmaps: offloaded ranges wait unmapped, their bytes in page-locked buffers.
+  bool host_unmapped = false;
 
   std::mutex mutex;  ///< Guards the books below; held across the driver calls that change them.
   std::map<device_address, reservation> reservations;
   std::size_t mapped_bytes = 0;  ///< device memory only
   std::map<device_address, host_run> host_runs;
   std::size_t host_bytes = 0;            ///< the offloaded ranges' bytes
-  std::vector<idle_host> idle_hosts;     ///< oldest first
+  std::vector<host_memory> idle_hosts;   ///< kept for reuse, oldest first
   std::size_t idle_host_bytes = 0;
   std::size_t host_cache_bytes = 0;      ///< options.host_cache_bytes
   std::size_t restore_chunk_pages = 1;   ///< options.restore_chunk_bytes in pages
-  std::size_t run_handle_bytes = 0;      ///< the handles behind host_runs
+  std::size_t run_handle_bytes = 0;      ///< the host memory behind host_runs
   device::moved_bytes moved;
   CUstream copy_stream = nullptr;  ///< made at the first offload
   std::map<device_address, move> moves;  ///< in flight, by range start
@@ -200,14 +202,17 @@ struct cuda_vmm_device::state {
   /// success books the pages unmapped; mapped_bytes and mapped_pages are then the caller's to lower.
   errc unmap_units(reservation& res, device_address base, std::size_t first, std::size_t count);
 
-  /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host-located
-  /// handle kept for reuse or released. Under `mutex`.
+  /// unmap() of an offloaded range (host_runs holds addr): the whole run only, its host memory
+  /// kept for reuse or released. Under `mutex`.
   errc unmap_host_run(device_address addr, std::size_t bytes);
-  /// A host-located handle of at least `bytes`: the smallest kept one that holds them, else a new
-  /// one (cuMemCreate). Under `mutex`, in the device's context.
-  CUresult take_host_handle(std::size_t bytes, CUmemGenericAllocationHandle& handle, std::size_t& handle_bytes);
-  /// Keeps a handle no range maps any more for reuse, releasing the oldest beyond host_cache_bytes.
-  void keep_host_handle(CUmemGenericAllocationHandle handle, std::size_t handle_bytes);
+  /// Host memory of at least `bytes`: the smallest kept piece that holds them, else a new one (a
+  /// host-located cuMemCreate, or cuMemHostAlloc when host_unmapped). Under `mutex`, in the
+  /// device's context.
+  CUresult take_host(std::size_t bytes, host_memory& out);
+  /// Keeps host memory no range uses any more for reuse, releasing the oldest beyond host_cache_bytes.
+  void keep_host(const host_memory& memory);
+  /// Gives host memory back to the driver (ignoring failures beyond noting them).
+  void release_host(const host_memory& memory);
 
   /// Whether [addr, addr+bytes) overlaps a move in flight.
   bool moving(device_address addr, std::size_t bytes) const {

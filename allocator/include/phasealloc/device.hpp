@@ -30,6 +30,9 @@
 //   restore(addr, bytes, live, after)   device memory back under the range, `live` copied back
 //                                       once the `after` events completed.
 //
+// Without host backing, a device may still move the bytes (caps().offload_unmaps): the range is
+// then unmapped while offloaded (an access faults, as it would after any unmap), the rest alike.
+//
 // offload names mapped device pages inside one reservation; restore names one whole range an
 // offload moved, and so does an unmap of host-backed pages. Bytes outside `live` are undefined after
 // either move. A move that fails changes nothing: after a failed restore (out of memory) the bytes
@@ -57,7 +60,13 @@ struct device_caps {
   bool has_virtual_reserve = false;         ///< reserve() takes address space only; map() adds memory.
   bool has_partial_unmap = false;           ///< map/unmap may name any granule-aligned subrange.
   bool has_host_backing = false;            ///< offload/restore: host memory mapped at device addresses.
+  /// offload/restore without host backing (a driver before CUDA 12.2): an offloaded range is
+  /// unmapped until restored, its bytes in host memory; a kernel that touches it faults.
+  bool offload_unmaps = false;
 };
+
+/// Whether a device can offload at all (host-backed, or unmapping).
+inline bool can_offload(const device_caps& caps) noexcept { return caps.has_host_backing || caps.offload_unmaps; }
 
 /// A run of bytes at device addresses.
 struct byte_range {
@@ -112,7 +121,7 @@ class device {
   /// Bytes of memory the device could still map (or cudaMalloc) now.
   virtual std::size_t free_bytes() const noexcept = 0;
 
-  // --- same-address offload (caps().has_host_backing; not_supported otherwise) -----------------
+  // --- same-address offload (can_offload(caps()); not_supported otherwise) ---------------------
   /// `live`: ranges inside [addr, addr+bytes), in address order, not overlapping; `after`: events
   /// whose work must complete before the move (the streams that used the bytes).
   virtual errc offload(device_address /*addr*/, std::size_t /*bytes*/, std::span<const byte_range> /*live*/,

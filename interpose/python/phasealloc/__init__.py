@@ -20,7 +20,8 @@ Offload copies: host_buffer, chunk_offloader, host_stats, trim_host (phasealloc.
 Same-address offload: offload, restore (blocks leave the GPU and come back at the same addresses),
 tag (what a block of code allocates carries a name that offload and restore can move), graph_pool
 (a CUDA graph captured into it moves with offload(pool=) / restore(pool=)), move_handle (what
-offload and restore return with non_blocking=True: wait, done, wait_stream).
+offload and restore return with non_blocking=True: wait, done, wait_stream), offload_kind
+("host-backed", or "unmapping" on a driver before CUDA 12.2).
 
 This module imports nothing heavy: the start-up hook imports it in every Python process.
 """
@@ -32,13 +33,13 @@ import warnings
 from ._library import PhaseallocError, library_path, load
 from ._phases import current_phase, phase, set_phase
 from .host_buffers import chunk_offloader, host_buffer, host_stats, trim_host
-from ._same_address import OffloadOutOfMemory, graph_pool, move_handle, offload, restore, tag
+from ._same_address import OffloadOutOfMemory, graph_pool, move_handle, offload, offload_kind, restore, tag
 
 __all__ = [
     "PhaseallocError", "enable", "is_enabled", "phase", "current_phase", "set_phase", "stats", "summary",
     "trace", "snapshot", "config", "library_path", "load", "empty_cache",
     "host_buffer", "host_stats", "trim_host", "chunk_offloader", "offload", "restore", "tag", "graph_pool",
-    "OffloadOutOfMemory", "move_handle",
+    "OffloadOutOfMemory", "move_handle", "offload_kind",
 ]
 
 _allocator = None  # the CUDAPluggableAllocator, kept alive with the process

@@ -83,6 +83,7 @@ def _declare(lib):
                                              ctypes.POINTER(ctypes.c_uint64)]),
         "phasealloc_finish_moves": (c_int, [c_int, ctypes.c_uint64, c_int]),
         "phasealloc_tag_bytes": (c_size_t, [c_int, ctypes.c_uint32]),
+        "phasealloc_offload_kind": (c_int, [c_int]),
         "phasealloc_move_lent": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_void_p), c_size_t, ctypes.POINTER(c_void_p),
                                          ctypes.POINTER(c_size_t), c_size_t, c_void_p, ctypes.POINTER(ctypes.c_uint64)]),
         "phasealloc_order_after_moves": (c_int, [c_int, ctypes.c_uint64, c_void_p]),

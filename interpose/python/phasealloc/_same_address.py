@@ -9,8 +9,10 @@ Every pointer stays valid while offloaded: a kernel that touches the tensor read
 bytes over the link (slowly) instead of faulting, so graphs, registered buffers and views keep
 working. Only pages that the named tensors' blocks cover alone leave (a page shared with a block
 that stays, stays: `kept_bytes`); only the requested bytes are copied, never free cached memory.
-Needs device:cuda_vmm on a CUDA 12.2+ driver (simcuda emulates it); elsewhere offload raises
-PhaseallocError naming the device. Both calls return when the copies are done, unless non_blocking.
+Needs device:cuda_vmm (simcuda emulates it); elsewhere offload raises PhaseallocError naming the
+device. A driver before CUDA 12.2 cannot map host memory at device addresses: there the blocks'
+pages are unmapped while offloaded (a kernel that touches one faults, as after torch_memory_saver's
+pause), the first offload says so once (a RuntimeWarning), and offload_kind() answers "unmapping". Both calls return when the copies are done, unless non_blocking.
 
 Tensors allocated under `with phasealloc.tag("name"):` carry the tag: offload(tag="name") and
 restore(tag="name") move every block that carries it, and the phasealloc policy gives the first 15
@@ -197,6 +199,36 @@ def _handle(restore, outcome, tickets):
     return handle
 
 
+_KINDS = {0: "none", 1: "host-backed", 2: "unmapping"}
+_said_unmapping = set()  # devices whose unmapping offload was announced
+
+
+def offload_kind(device=None):
+    """How phasealloc offloads on `device` (the current one by default): "host-backed" (an offloaded
+    tensor stays usable at its address, over the link), "unmapping" (the driver cannot map host
+    memory at device addresses: an offloaded tensor faults if touched before restore()), or "none"
+    (not phasealloc's cuda_vmm device: offload raises)."""
+    device = _current_device(device)
+    kind = load().phasealloc_offload_kind(device)
+    if kind < 0:
+        raise PhaseallocError("phasealloc.offload_kind: %s" % last_error())
+    return _KINDS[kind]
+
+
+def _say_if_unmapping(device):
+    """Warns once per device, at its first offload, that offloaded blocks are unmapped there."""
+    if device in _said_unmapping:
+        return
+    _said_unmapping.add(device)
+    if load().phasealloc_offload_kind(device) == 2:
+        import warnings
+
+        warnings.warn("phasealloc: the CUDA driver of device %d cannot map host memory at device addresses "
+                      "(host-located cuMemCreate needs CUDA 12.2+): offloaded blocks are unmapped until "
+                      "restored, and a kernel that touches one faults (an illegal address); restore them "
+                      "before use" % device, RuntimeWarning, stacklevel=3)
+
+
 def _nothing(non_blocking):
     done = dict.fromkeys(FIELDS, 0)
     return move_handle(done, []) if non_blocking else done
@@ -207,6 +239,8 @@ def _call_tag(name, tag_name, device, non_blocking=False):
     if number == 0:  # never given to phasealloc.tag(): nothing carries it (looking it up numbers nothing)
         return _nothing(non_blocking)
     device = _current_device(device)
+    if name == "phasealloc_offload_tag":
+        _say_if_unmapping(device)
     if non_blocking:
         restore = name == "phasealloc_restore_tag"
         outcome, ticket = _start(restore, device, [], number)
@@ -223,6 +257,8 @@ def _call(name, tensors, device, ours_only=False, non_blocking=False):
             return _nothing(non_blocking)
         device = tensor_device
     device = _current_device(device)
+    if name == "phasealloc_offload":
+        _say_if_unmapping(device)
     if non_blocking:
         restore = name == "phasealloc_restore"
         outcome, ticket = _start(restore, device, addresses, 0)
@@ -278,6 +314,8 @@ def _call_pool(name, pool, non_blocking=False):
     tickets = []
     for device, (segments, held) in sorted(_pool_segments(pool).items()):
         held = sorted(held)  # none held: the segments' pages move, no byte is copied
+        if not restore:
+            _say_if_unmapping(int(device))
         array = (ctypes.c_void_p * len(segments))(*segments)
         span_addrs = (ctypes.c_void_p * max(1, len(held)))(*[a for a, _ in held])
         span_bytes = (ctypes.c_size_t * max(1, len(held)))(*[n for _, n in held])

@@ -38,6 +38,8 @@ TEST(simcuda_config, EveryKeyIsRead) {
   EXPECT_EQ(*c->fill_byte, 0xab);
   EXPECT_TRUE(c->strict);
   EXPECT_TRUE(c->quiet);
+  EXPECT_TRUE(c->host_vmm);  // the default: a CUDA 12.2+ driver
+  EXPECT_FALSE(parse_config("host_vmm:0", error)->host_vmm);
 }
 
 TEST(simcuda_config, SizesTakeBinaryUnitsAndRoundToWholePages) {
@@ -67,7 +69,8 @@ TEST(simcuda_config, BadValuesNameTheKey) {
       {"events:later", "for events"},
       {"fill:300", "for fill"},
       {"strict:yes", "for strict"},
-      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)"},
+      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm)"},
+      {"host_vmm:2", "bad value '2' for host_vmm (expected 0 or 1)"},
       {"values:fast", "bad value 'fast' for values (expected off, observable or exact)"},
       {"count", "'count' is not key:value"},
   };

@@ -87,6 +87,9 @@ struct config {
   bool strict = false;  ///< abort (after the message) when an unemulated function is called
   bool quiet = false;   ///< no start-up banner
   value_level values = default_value_level;
+  /// host_vmm:0 plays a driver older than CUDA 12.2: no host-located cuMemCreate (the
+  /// HOST_*_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attributes read 0, a host location is refused).
+  bool host_vmm = true;
 };
 
 /// The configuration, parsed once from SIMCUDA_GPU on first use. A malformed value prints one
@@ -296,6 +299,8 @@ void device_memset(void* pointer, int value, std::size_t bytes) noexcept;
 /// Pinned host memory (cudaHostAlloc / cudaMallocHost) and registration of existing host memory.
 mem_status host_alloc(std::size_t bytes, void** out) noexcept;
 mem_status host_free(void* pointer) noexcept;
+/// Bytes of page-locked host memory host_alloc made and host_free has not freed.
+std::size_t pinned_host_bytes() noexcept;
 mem_status host_register(void* pointer, std::size_t bytes) noexcept;
 mem_status host_unregister(void* pointer) noexcept;
 

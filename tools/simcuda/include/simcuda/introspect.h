@@ -45,6 +45,8 @@ size_t simcuda_peak_nccl_bytes(int device);
  * memory, outside every device's capacity): now / at its peak since start. */
 size_t simcuda_host_located_bytes(void);
 size_t simcuda_peak_host_located_bytes(void);
+/* Page-locked host memory (cudaHostAlloc / cuMemHostAlloc, rounded to 4 KiB pages) not yet freed. */
+size_t simcuda_pinned_host_bytes(void);
 /* Live cudaMalloc allocations of a device. */
 size_t simcuda_live_allocations(int device);
 /* The range `pointer` lies in: 1 device, 2 pinned host, 3 registered host, 0 unknown. */

@@ -30,7 +30,8 @@ def _library(required=True):
         for function in ("simcuda_mapped_bytes", "simcuda_peak_mapped_bytes", "simcuda_take_interval_peak_mapped_bytes",
                          "simcuda_live_allocations",
                          "simcuda_capacity_bytes", "simcuda_nccl_bytes", "simcuda_peak_nccl_bytes",
-                         "simcuda_host_located_bytes", "simcuda_peak_host_located_bytes"):
+                         "simcuda_host_located_bytes", "simcuda_peak_host_located_bytes",
+                         "simcuda_pinned_host_bytes"):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
         lib.simcuda_quiet.restype = ctypes.c_int
@@ -103,6 +104,10 @@ class simulator:
 
     def peak_host_located(self):
         return self.lib.simcuda_peak_host_located_bytes()
+
+    def pinned_host(self):
+        """Page-locked host memory (cudaHostAlloc / cuMemHostAlloc) not yet freed."""
+        return self.lib.simcuda_pinned_host_bytes()
 
     def live_allocations(self, device=0):
         return self.lib.simcuda_live_allocations(device)

@@ -10,6 +10,7 @@
 //   strict:0|1       abort at the first unemulated call                    [0]
 //   quiet:0|1        no start-up lines (the banner, the value-level note)  [0]
 //   values:LEVEL     off | observable | exact (core.hpp's value_level)      [observable]
+//   host_vmm:0|1     host-located cuMemCreate (CUDA 12.2+ drivers)          [1]
 //
 // A bad value is fatal: a job must not run on a GPU it did not ask for.
 #include <cctype>
@@ -130,13 +131,15 @@ std::optional<config> parse_config(const std::string& text, std::string& error) 
       if (!parse_flag(value, c.strict)) return bad("0 or 1");
     } else if (key == "quiet") {
       if (!parse_flag(value, c.quiet)) return bad("0 or 1");
+    } else if (key == "host_vmm") {
+      if (!parse_flag(value, c.host_vmm)) return bad("0 or 1");
     } else if (key == "values") {
       if (value == "exact") c.values = value_level::exact;
       else if (value == "observable") c.values = value_level::observable;
       else if (value == "off") c.values = value_level::off;
       else return bad("off, observable or exact");
     } else {
-      error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values)";
+      error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm)";
       return std::nullopt;
     }
   }

@@ -727,6 +727,16 @@ mem_status host_free(void* pointer) noexcept {
   return mem_status::ok;
 }
 
+std::size_t pinned_host_bytes() noexcept {
+  books& b = the_books();
+  std::lock_guard lock(b.mu);
+  std::size_t bytes = 0;
+  for (const auto& [base, range] : b.host) {
+    if (range.owned) bytes += range.bytes;
+  }
+  return bytes;
+}
+
 mem_status host_register(void* pointer, std::size_t bytes) noexcept {
   if (pointer == nullptr || bytes == 0) return mem_status::invalid_value;
   books& b = the_books();

@@ -28,6 +28,7 @@ size_t simcuda_peak_nccl_bytes(int device) { return simcuda::peak_nccl_bytes(dev
 size_t simcuda_live_allocations(int device) { return simcuda::live_allocations(device); }
 size_t simcuda_host_located_bytes(void) { return simcuda::host_located_bytes(); }
 size_t simcuda_peak_host_located_bytes(void) { return simcuda::peak_host_located_bytes(); }
+size_t simcuda_pinned_host_bytes(void) { return simcuda::pinned_host_bytes(); }
 
 int simcuda_pointer_range(const void* pointer, void** base, size_t* bytes, int* device) {
   const simcuda::pointer_info info = simcuda::find_pointer(pointer);

@@ -13,8 +13,9 @@ namespace {
 constexpr std::size_t granularity_bytes = std::size_t{2} << 20;
 
 /// A host location of cuMemCreate (CUDA 12.2+): host memory, or one NUMA node's (node 0, the only
-/// one simulated), or the calling thread's node.
+/// one simulated), or the calling thread's node. Under host_vmm:0 (a driver before 12.2) none is.
 bool host_location(const CUmemLocation& location) {
+  if (!current_config().host_vmm) return false;
   switch (location.type) {
     case CU_MEM_LOCATION_TYPE_HOST:
     case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
