@@ -194,6 +194,17 @@ if pytest is not None and __name__ != "__main__":
         assert all(o >= 8 * 1024 * 1024 for o in r["offloaded"]), r
         assert r["counts"]["offloads"] >= 3 and r["counts"]["restores"] >= 2, r
 
+    def test_offload_auto_stays_off_where_offload_unmaps():
+        """On a driver that offloads by unmapping (simcuda's host_vmm:0) a wrong guess would be an
+        illegal address: offload:auto stops at its first offload, saying why, moves nothing, and the
+        loop's values are still the CPU's."""
+        r = run(__file__, "ppo_loop", sim_gpu="16GiB", native=False, conf="device:cuda_vmm,offload:auto",
+                bridge="c10", env={"SIMCUDA_GPU": "quiet:1,values:exact,host_vmm:0", "PHASEALLOC_DETECT": "1"})
+        schedule = r["schedule"]
+        assert schedule["disabled"] and "cannot map host memory" in schedule["disabled"], schedule
+        assert r["offloads"] == 0 and r["offloaded_peak"] == 0, r
+        assert len(r["losses"]) == STEPS, r  # and the scenario compared them with the CPU's
+
     @pytest.mark.parametrize("detect", (True, False), ids=("detected_phases", "explicit_phases"))
     def test_offload_auto_moves_idle_state_and_changes_no_value(detect):
         auto, none = _run("auto", detect), _run("none", detect)

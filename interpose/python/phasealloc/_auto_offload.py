@@ -31,6 +31,10 @@ Approach:
     comes back (prefetch); a restore that finds the device full first sends the other idle classes
     away, and if it still does not fit, the class stays on the host (correct, slower).
   - Nothing breaks when a guess is wrong: an offloaded tensor still reads and writes right, slowly.
+    That needs host-backed mappings: on a driver that offloads by unmapping (before CUDA 12.2,
+    phasealloc.offload_kind() "unmapping") a wrong guess would be an illegal address, so the first
+    offload finds that out and stops offload:auto / offload:pressure, saying why, before moving
+    anything; phasealloc.offload() by hand still works there.
   - User tags (phasealloc.tag) are classes too, for what no hook sees: entering a tag's block is a
     touch in the current phase, and its blocks move with offload(tag=) / restore(tag=).
 Limitations:
@@ -173,6 +177,15 @@ def _move(cls, offload):
     if not calls:
         cls.away = False
         return
+    if offload:
+        for device, _ in calls:
+            if _same_address.offload_kind(device) == "unmapping":
+                _stop(RuntimeError(
+                    "the CUDA driver of device %d cannot map host memory at device addresses (host-located "
+                    "cuMemCreate needs CUDA 12.2+), so an offloaded tensor that something touches before its "
+                    "restore (a checkpoint, a hook) would be an illegal address; nothing was moved, and "
+                    "phasealloc.offload() by hand still works" % device))
+                return 0
     moved = 0
     try:
         for device, group in calls:
