@@ -47,8 +47,10 @@ Limitations:
     first interval of a phase, one it will touch later may leave and come back on demand.
 """
 
+import functools
 import importlib
 import threading
+import types
 import warnings
 import weakref
 
@@ -156,6 +158,21 @@ def _stop(exc):
     warnings.warn("phasealloc: offload:%s stops: %s" % (_mode, exc), RuntimeWarning, stacklevel=4)
 
 
+def _stopped_where_offload_unmaps(device):
+    """Stops (and answers True) where `device` offloads by unmapping: a wrong guess there would be an
+    illegal address, not a slow read."""
+    from . import _same_address
+
+    if _same_address.offload_kind(device) != "unmapping":
+        return False
+    _stop(RuntimeError(
+        "the CUDA driver of device %d cannot map host memory at device addresses (host-located cuMemCreate "
+        "needs CUDA 12.2+), so an offloaded tensor that something touches before its restore (a checkpoint, "
+        "a hook) would be an illegal address; nothing was moved, and phasealloc.offload() by hand still "
+        "works" % device))
+    return True
+
+
 def _move(cls, offload):
     """Offloads or restores one class; a failure is a warning, never the job's error."""
     from . import _same_address
@@ -177,15 +194,8 @@ def _move(cls, offload):
     if not calls:
         cls.away = False
         return
-    if offload:
-        for device, _ in calls:
-            if _same_address.offload_kind(device) == "unmapping":
-                _stop(RuntimeError(
-                    "the CUDA driver of device %d cannot map host memory at device addresses (host-located "
-                    "cuMemCreate needs CUDA 12.2+), so an offloaded tensor that something touches before its "
-                    "restore (a checkpoint, a hook) would be an illegal address; nothing was moved, and "
-                    "phasealloc.offload() by hand still works" % device))
-                return 0
+    if offload and any(_stopped_where_offload_unmaps(device) for device, _ in calls):
+        return 0
     moved = 0
     try:
         for device, group in calls:
@@ -310,6 +320,8 @@ def _chunk_move(tensors, offload):
     from . import _same_address
 
     for device, group in _by_device(tensors).items():
+        if offload and _stopped_where_offload_unmaps(device):
+            return
         try:
             done = (_same_address.offload_ours if offload else _same_address.restore_ours)(group, device=device)
         except _same_address.OffloadOutOfMemory:
@@ -323,29 +335,77 @@ def _chunk_move(tensors, offload):
 
 
 def _wrap_step(optimizer):
-    """From its first step on, an optimizer whose state is on the host steps a chunk of its
-    parameters at a time (_chunked_step), so its phase holds one chunk of the state."""
+    """Under offload:auto, a torch.optim optimizer steps a chunk of its parameters at a time
+    (_chunked_step) when its state is on the host, and at its first step, which makes the state: a
+    chunk's state is made, used and sent to the host before the next chunk's, so no step holds more
+    than a chunk of it. Installed when the optimizer is made (install() wraps Optimizer.__init__),
+    or at its first step for one made before."""
     if _mode != "auto" or "_phasealloc_step" in vars(optimizer) or not _chunked_step.chunkable(optimizer):
         return
-    inner = optimizer.step  # bound, with whatever wrapped it (an LR scheduler's counter)
-    key = ("optimizer", id(optimizer))
+    optimizer._phasealloc_step = optimizer.step  # bound, with whatever wrapped it (an LR scheduler's counter)
+    # A bound method, as torch's own step is: an LR scheduler made later wraps it through __func__,
+    # and a deepcopy of the optimizer copies it bound to the copy.
+    optimizer.step = types.MethodType(_step, optimizer)
 
-    def step(*args, **kwargs):
+
+def _step(optimizer, *args, **kwargs):
+    key = ("optimizer", id(optimizer))
+    with _lock:
+        cls = _classes.get(key)
+        first = cls is None and not optimizer.state and _on_gpu(optimizer)
+        chunked = not args and not kwargs and _disabled_reason is None and (first or (cls is not None and cls.away))
+        if chunked:
+            counts["chunked_steps"] += 1
+    if not chunked:
+        return optimizer._phasealloc_step(*args, **kwargs)
+    _in_chunked_step.value = True
+    try:
+        out = _chunked_step.step_in_chunks(optimizer, _chunk_move)
+    finally:
+        _in_chunked_step.value = False
+    if first:  # the state is known from now on, and on the host (the chunks sent it there)
+        _touch(key, "optimizer", optimizer, _optimizer_tensors)
         with _lock:
             cls = _classes.get(key)
-            chunked = not args and not kwargs and cls is not None and cls.away and _disabled_reason is None
-            if chunked:
-                counts["chunked_steps"] += 1
-        if not chunked:
-            return inner(*args, **kwargs)
-        _in_chunked_step.value = True
-        try:
-            return _chunked_step.step_in_chunks(optimizer, _chunk_move)
-        finally:
-            _in_chunked_step.value = False
+            if cls is not None and _disabled_reason is None:
+                cls.away = True
+        _optimizers.add(optimizer)
+        _refresh_trained()
+        _touch_trained(optimizer)
+    return out
 
-    optimizer._phasealloc_step = inner
-    optimizer.step = step
+
+_step.__name__ = "step"  # a pickled optimizer comes back with torch's own step (unchunked, right)
+
+
+def _on_gpu(optimizer):
+    return any(getattr(p, "is_cuda", False) for group in optimizer.param_groups for p in group["params"])
+
+
+def _patch_optimizer_init(torch):
+    """Makes every torch.optim optimizer made from now on wrap its step (_wrap_step)."""
+    base = torch.optim.Optimizer
+    if "_phasealloc_init" in vars(base):
+        return
+    original = base.__init__
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        _wrap_step(self)
+
+    base._phasealloc_init = original
+    base.__init__ = __init__
+
+
+def _unpatch_optimizer_init():
+    import torch
+
+    base = torch.optim.Optimizer
+    original = vars(base).get("_phasealloc_init")
+    if original is not None:
+        base.__init__ = original
+        del base._phasealloc_init
 
 
 def _chunked(cls):
@@ -438,6 +498,8 @@ def install(torch, mode="auto"):
     from . import _same_address
 
     _same_address._tag_listeners.append(_on_tag)
+    if mode == "auto":
+        _patch_optimizer_init(torch)
     _on_phase(_phases.current_phase())
 
 
@@ -450,6 +512,7 @@ def uninstall():
         _pressure_handler = None
     while _handles:
         _handles.pop().remove()
+    _unpatch_optimizer_init()
     for remove in (_phase_detect.remove_observer, _phases.remove_listener):
         try:
             remove(_on_phase)

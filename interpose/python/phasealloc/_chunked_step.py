@@ -17,16 +17,18 @@ Approach:
     (`__wrapped__`), so phase detection sees one optimizer phase and a user's post-hook (an EMA)
     one step. An LR scheduler's check that step() ran (`_opt_called`) is set as its wrapper would.
   - Chunks: parameters in group order, a chunk closed once its state reaches the chunk size (the
-    state's bytes / CHUNKS, at least MIN_CHUNK_BYTES).
+    state's bytes / CHUNKS, at least MIN_CHUNK_BYTES). The first step, which makes the state, is cut
+    the same way from the parameters' sizes: each chunk's new state goes to the host after its
+    update, so that step does not hold the whole state either.
 Limitations:
   - Other optimizers (LBFGS, SparseAdam, anything outside torch.optim), a step with a closure, and
     a state that is on the GPU step whole, as before. A step pre-hook that replaces the step's
     arguments cannot run with chunks: the step raises, naming it.
   - A chunk's restore waits for its copies: the next chunk's copy does not overlap this chunk's
     update.
-  - offload:auto wraps step() on the optimizer instance (an attribute, as an LR scheduler's is): a
-    job that pickles the optimizer object itself, rather than its state_dict(), cannot pickle the
-    wrapper.
+  - offload:auto wraps step() on the optimizer instance when it is made (a bound method, as an LR
+    scheduler's wrapper is): a job that pickles the optimizer object itself, rather than its
+    state_dict(), pickles that attribute too.
 """
 
 import importlib
@@ -61,11 +63,16 @@ def _nbytes(tensors):
     return sum(t.untyped_storage().nbytes() for t in tensors)
 
 
+STATE_PER_PARAMETER_BYTE = 2  # a parameter without state yet: Adam's two moments, the common case
+
+
 def chunks(optimizer):
     """The optimizer's parameters, in group order, cut into chunks by the bytes of their state (one
-    without state yet, a parameter added since, rides with its neighbours and makes its state there)."""
+    without state yet, before the first step or added since, counts as STATE_PER_PARAMETER_BYTE
+    times its own bytes: the first step, which makes the state, is cut as the later ones are)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    sizes = [_nbytes(state_tensors(optimizer, [p])) for p in params]
+    sizes = [_nbytes(state_tensors(optimizer, [p])) if optimizer.state.get(p) else
+             STATE_PER_PARAMETER_BYTE * p.numel() * p.element_size() for p in params]
     limit = max(sum(sizes) // CHUNKS, MIN_CHUNK_BYTES)
     out, current, held = [], [], 0
     for p, size in zip(params, sizes):
@@ -95,12 +102,11 @@ def step_in_chunks(optimizer, move):
     try:
         for chunk in chunks(optimizer):
             ids = {id(p) for p in chunk}
-            tensors = state_tensors(optimizer, chunk)
-            move(tensors, offload=False)
+            move(state_tensors(optimizer, chunk), offload=False)
             for group, params in zip(groups, whole):
                 group["params"] = [p for p in params if id(p) in ids]
             update(optimizer)
-            move(tensors, offload=True)
+            move(state_tensors(optimizer, chunk), offload=True)  # with what a first step made
     finally:
         for group, params in zip(groups, whole):
             group["params"] = params
