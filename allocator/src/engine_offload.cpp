@@ -31,7 +31,10 @@
 //   - A block freed while offloaded becomes offloaded_free (out of every pool: reusing it would
 //     hand out host memory). When a range's last live block goes, the range is unmapped whole and
 //     its pages booked unmapped, as a page release books them: the host memory goes back.
-//   - A restore brings whole ranges back, copying the blocks still live; out of device memory it
+//   - A restore first gives back as much cached free memory as it will map (the policy's
+//     before_restore: the range cannot reuse it, being bound to its addresses; a blocking restore
+//     only, as the release waits for the device), then brings whole
+//     ranges back, copying the blocks still live; out of device memory it
 //     releases what the policy's empty_cache plan releases and tries once more, and otherwise
 //     leaves the range on the host, where its bytes are still correct, and says so.
 //   - Non-blocking moves: the device starts a range's move (offload_start / restore_start) and the
@@ -520,6 +523,16 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
     }
     if (b->offloaded) ranges.insert(range_of(b)->first);
   }
+  // Cached free memory first, as much as the restore maps (the policy's before_restore): a range
+  // comes back at its own addresses, so it cannot reuse the cache, and the two together would
+  // hold more than the device's live bytes need. Not for a non-blocking restore: unmapping free
+  // pages waits for the device first, which its caller asked not to do.
+  std::size_t coming_back = 0;
+  for (const device_address start : ranges) {
+    const auto it = offloaded_.find(start);
+    if (it != offloaded_.end() && !(it->second.in_flight != 0 && it->second.restoring)) coming_back += it->second.bytes;
+  }
+  if (coming_back > 0 && !options.non_blocking) run_plan(policy_.before_restore(coming_back));
   for (const device_address start : ranges) {
     // A range can go while others are restored: the release below may complete a pending free
     // that was its last live block (free_offloaded drops it).

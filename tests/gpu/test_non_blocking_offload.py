@@ -97,7 +97,10 @@ def scenario_a_restore_orders_the_current_stream_after_its_copies(torch, phaseal
         got = phasealloc.restore(a, non_blocking=non_blocking)
         if sim:
             waits.append(sim.counters()["stream_waits"] - before)
-        assert _levels(phasealloc) == (reserved + offloaded, 0), "the restored pages are not booked at once"
+        now = _levels(phasealloc)
+        assert now[1] == 0, "the restored pages are not booked at once"
+        if non_blocking:  # (a blocking restore first gives back free cache, as much as it maps)
+            assert now[0] == reserved + offloaded, "the restored pages are not booked at once"
         c = a * 2 + b
         assert torch.equal(c.cpu(), a_host * 2 + b_host), "a kernel after the restore read other bytes"
     handle = got

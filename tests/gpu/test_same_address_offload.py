@@ -7,6 +7,8 @@ or on a GPU where the machine has one (the simulator's books are then skipped, n
 Contents are compared with copies kept on the CPU, never with another run of the simulator.
 """
 
+import re
+
 from torch_harness import MIB, gpu_skip_reason, run, scenarios, child_main
 
 FIELDS = ("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes")
@@ -154,10 +156,10 @@ def scenario_a_restored_range_moves_in_chunks_and_is_released_in_them(torch, pha
     # An offload leaves whole chunks only: chunk 0; y's 36 MiB in chunk 1 stay on the GPU.
     out = phasealloc.offload(y)
     assert (out["page_bytes"], out["kept_bytes"]) == (64 * MIB, 36 * MIB), out
-    phasealloc.restore(y)
     reserved = phasealloc.stats()["reserved_bytes.all.current"]
-    torch.cuda.empty_cache()
-    released = reserved - phasealloc.stats()["reserved_bytes.all.current"]
+    phasealloc.restore(y)  # maps chunk 0 again, first giving back as much of the free cache
+    torch.cuda.empty_cache()  # and this the rest
+    released = reserved + 64 * MIB - phasealloc.stats()["reserved_bytes.all.current"]
     assert released == 128 * MIB, released  # chunks 2 and 3; chunk 1's free 28 MiB stays with it
     assert bool((y == 1).all())
     del y
@@ -465,8 +467,9 @@ if pytest is not None and __name__ != "__main__":
         assert out.returncode != 0, out.stdout[-2000:]
         at = out.stdout.split("offloaded ")[1].split()[0]
         assert "simcuda: illegal address" in out.stderr, out.stderr[-4000:]
-        fault = int(out.stderr.split("simcuda: illegal address ")[1].split()[0], 16)
-        assert int(at, 16) <= fault < int(at, 16) + (4 << 20), (at, hex(fault))
+        # (threads of one CPU kernel may fault at once: their lines interleave, so read the addresses)
+        faults = [int(a, 16) for a in re.findall(r"0x[0-9a-f]{16}", out.stderr)]
+        assert faults and all(int(at, 16) <= f < int(at, 16) + (4 << 20) for f in faults), (at, out.stderr[-2000:])
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

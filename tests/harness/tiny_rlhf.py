@@ -53,5 +53,11 @@ def trained(trainer):
 
     trainer.train()
     logged = [h for h in trainer.state.log_history if "loss" in h]
-    return {"steps": trainer.state.global_step, "losses": [h["loss"] for h in logged],
-            "grad_norms": [h.get("grad_norm") for h in logged], "allocator": torch.cuda.get_allocator_backend()}
+    out = {"steps": trainer.state.global_step, "losses": [h["loss"] for h in logged],
+           "grad_norms": [h.get("grad_norm") for h in logged], "allocator": torch.cuda.get_allocator_backend()}
+    if out["allocator"] == "phasealloc":  # what offload moved, when PHASEALLOC_CONF asks for it
+        import phasealloc
+
+        s = phasealloc.stats()
+        out.update(offloads=s["num_offloads"], restores=s["num_restores"], offloaded_peak=s["offloaded_bytes.all.peak"])
+    return out

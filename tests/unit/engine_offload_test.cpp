@@ -313,6 +313,29 @@ TEST_F(EngineOffloadTest, ARestoreWithTheDeviceFullKeepsTheBytesOnTheHostAndSucc
   EXPECT_EQ(device_.host_backed_bytes(), 0u);
 }
 
+TEST_F(EngineOffloadTest, ARestoreGivesBackAsMuchCachedFreeMemoryAsItMaps) {
+  const device_address kept = must_allocate(8 * mib);
+  const device_address scratch = must_allocate(16 * mib);
+  must_offload({kept});
+  engine_.deallocate(scratch);  // 16 MiB of free cached memory the restored range cannot reuse
+  const std::int64_t reserved = current(engine_.stats().reserved_bytes);
+  must_restore({kept});
+  // At least its 8 MiB of the cache went back (a free page run goes whole: here all 16).
+  EXPECT_LE(current(engine_.stats().reserved_bytes), reserved) << "the restore added to the cache";
+  EXPECT_EQ(current(engine_.stats().reserved_bytes), static_cast<std::int64_t>(8 * mib));
+  EXPECT_EQ(current(engine_.stats().allocated_bytes), static_cast<std::int64_t>(8 * mib));
+  // A non-blocking restore keeps the cache (releasing it would wait for the device).
+  const device_address other = must_allocate(16 * mib);
+  must_offload({kept});
+  engine_.deallocate(other);
+  const std::int64_t before = current(engine_.stats().reserved_bytes);
+  auto started = engine_.restore(std::vector<device_address>{kept}, move_options{.non_blocking = true});
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  ASSERT_TRUE(engine_.finish_moves(0, true).has_value());
+  EXPECT_EQ(current(engine_.stats().reserved_bytes), before + static_cast<std::int64_t>(8 * mib));
+  engine_.deallocate(kept);
+}
+
 TEST_F(EngineOffloadTest, EmptyCacheAndReleaseNeverTouchOffloadedPages) {
   const auto [a, b] = two_in_one_segment();
   must_offload({a, b});

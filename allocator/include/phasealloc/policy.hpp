@@ -230,6 +230,16 @@ class policy {
   virtual bool wants_live_blocks() const noexcept { return false; }
   /// At a phase transition: what to release. Default: nothing.
   virtual release_plan on_transition(const transition_context& /*context*/) { return {}; }
+  /// Before a restore maps `bytes` of device pages under offloaded ranges (which come back at their
+  /// own addresses, so cached free memory cannot serve them): what to give back first. Default:
+  /// free pages, largest runs first, up to `bytes`, so the restore does not add to the cache.
+  virtual release_plan before_restore(std::size_t bytes) {
+    release_step pages;
+    pages.what = release_what::free_pages;
+    pages.order = release_order::largest_first;
+    pages.target_bytes = bytes;
+    return {pages};
+  }
   /// When a caller asks for the cache back (torch.cuda.empty_cache()). Default: every cached
   /// segment of every pool but the pinned ones, after waiting for pending frees.
   virtual release_plan on_empty_cache() {

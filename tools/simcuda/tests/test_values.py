@@ -170,6 +170,25 @@ def test_trls_trainers_train_as_on_the_cpu(trainer, native):
     assert all(close(a, b) for a, b in zip(r["grad_norms"], r["cpu_grad_norms"])), r
 
 
+# offload:auto under the same trainers where it has idle state to move (AdamW's state outside its
+# step, and GRPO's reference model outside its scoring forward): the same CPU reference, and the
+# offloads must have happened (a policy that moved nothing would compare equal too).
+@pytest.mark.parametrize("trainer", ("grpo_with_reference", "sft"))
+def test_trls_trainers_train_as_on_the_cpu_with_offload_auto(trainer):
+    conf = "device:cuda_vmm,offload:auto"
+    if trainer in _CPU_REFERENCE:
+        r = torch_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT, native=False, conf=conf)
+        r.update(_CPU_REFERENCE[trainer])
+    else:
+        r = torch_harness.run(SCENARIOS, "trl_%s_against_the_cpu" % trainer, env=EXACT, native=False, conf=conf)
+        _CPU_REFERENCE[trainer] = {key: r[key] for key in ("cpu_steps", "cpu_losses", "cpu_grad_norms")}
+    assert r["allocator"] == "phasealloc", r
+    assert r["offloads"] > 0 and r["restores"] > 0 and r["offloaded_peak"] > 0, r
+    assert r["steps"] == r["cpu_steps"] == 3 and len(set(r["cpu_losses"])) == 3, r
+    assert all(close(a, b) for a, b in zip(r["losses"], r["cpu_losses"])), r
+    assert all(close(a, b) for a, b in zip(r["grad_norms"], r["cpu_grad_norms"])), r
+
+
 def test_trls_grpo_trainer_needs_the_values():
     """With kernels skipped (values:off) it dies in its first step (completions cut at an EOS no
     comparison computed): what the value levels are for."""
