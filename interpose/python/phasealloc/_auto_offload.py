@@ -20,8 +20,10 @@ Approach:
     generate()). A class is known from its first touch.
   - A schedule learned from what the job does (its phases, detected or set with phasealloc.phase): each phase's set of classes touched in any interval
     of it so far. At a transition into a phase seen before, every class it never touched leaves,
-    and every offloaded class it touched comes back (prefetch, before the first touch). A phase
-    never seen before changes nothing: the first step only learns.
+    and every offloaded class it touched comes back (prefetch, before the first touch). At a phase
+    never seen before, only the classes whose every use a hook brings back (frozen models, optimizer
+    state) leave: a wrong guess costs one restore on demand, and the first step does not hold what
+    the schedule would have sent away.
   - On demand: the optimizer step pre-hook and the frozen model's forward pre-hook restore their
     class if it is away (a wrong prediction, or a phase the schedule had not seen use it).
   - offload:pressure learns the same schedule but offloads nothing at transitions. The library calls
@@ -288,8 +290,13 @@ def _on_phase(name):
     global _phase
     with _lock:
         _phase = name
-        if _disabled_reason is not None or name not in _touched:
+        if _disabled_reason is not None:
             _touched.setdefault(name, set())
+            return
+        if name not in _touched:
+            _touched[name] = set()
+            if _mode == "auto":
+                _offload_speculatively()
             return
         used = _touched[name]
         for key in list(_classes):
@@ -303,6 +310,20 @@ def _on_phase(name):
                 _move(cls, offload=False)
             elif key not in used and not cls.away and _mode == "auto":
                 _move(cls, offload=True)
+
+
+def _offload_speculatively():
+    """At a phase never seen before: the classes whose every use a hook sees and brings back first
+    (frozen models: their forward pre-hook; optimizer state: its step) leave, as if the phase would
+    not use them. A wrong guess costs a restore in this first interval, never a value; a right one
+    keeps the first step from holding what later steps do not (the schedule is learned only after
+    it). Under _lock."""
+    for key in list(_classes):
+        cls = _classes[key]
+        owner = cls.owner()
+        if cls.kind in ("frozen", "optimizer") and not cls.away and owner is not None \
+                and not _is_trained(cls.kind, owner) and not _chunked(cls):
+            _move(cls, offload=True)
 
 
 def _touch_trained(optimizer):
