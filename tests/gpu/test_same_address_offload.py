@@ -254,6 +254,42 @@ def scenario_a_kernel_on_an_unmapped_offloaded_tensor_faults(torch, phasealloc):
     return "survived"
 
 
+def scenario_a_dtensor_moves_its_local_shard(torch, phasealloc):
+    """A DTensor (FSDP2's parameters and their optimizer state) has no storage of its own: offload
+    and restore move its local shard's, at the same address, and the values come back."""
+    import os
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("nccl")
+    try:
+        mesh = init_device_mesh("cuda", (1,))
+        host = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(3))
+        dt = distribute_tensor(host.cuda(), mesh, [Shard(0)])
+        local = dt.to_local()
+        address = local.data_ptr()
+        out = phasealloc.offload(dt)
+        assert out["copied_bytes"] == local.numel() * local.element_size() and out["page_bytes"] > 0, out
+        assert phasealloc.stats()["offloaded_bytes.all.current"] == out["page_bytes"]
+        back = phasealloc.restore(dt)
+        assert back["copied_bytes"] == out["copied_bytes"], (out, back)
+        assert dt.to_local().data_ptr() == address and torch.equal(dt.full_tensor().cpu(), host)
+    finally:
+        dist.destroy_process_group()
+    return out["copied_bytes"]
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def scenario_bad_requests_are_named(torch, phasealloc):
     x = torch.ones(1024, device="cuda")
     neighbour = torch.ones(1024, device="cuda")  # live on x's page: the page cannot leave
@@ -470,6 +506,10 @@ if pytest is not None and __name__ != "__main__":
         # (threads of one CPU kernel may fault at once: their lines interleave, so read the addresses)
         faults = [int(a, 16) for a in re.findall(r"0x[0-9a-f]{16}", out.stderr)]
         assert faults and all(int(at, 16) <= f < int(at, 16) + (4 << 20) for f in faults), (at, out.stderr[-2000:])
+
+    def test_a_dtensor_moves_its_local_shard():
+        assert run(__file__, "a_dtensor_moves_its_local_shard", sim_gpu=None, native=False, conf=CONF,
+                   bridge="c10") == 4 << 20
 
     def test_bad_requests_are_named():
         run(__file__, "bad_requests_are_named", sim_gpu=None, native=False, conf=CONF, bridge="c10")

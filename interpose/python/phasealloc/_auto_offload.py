@@ -29,7 +29,9 @@ Approach:
   - offload:pressure learns the same schedule but offloads nothing at transitions. The library calls
     back (phasealloc_set_pressure_handler) when an allocation runs out of device memory: classes the
     current phase has not touched leave, largest first, until the request's bytes are given back,
-    and the allocation is tried again. At a transition, an offloaded class the new phase used before
+    and the allocation is tried again. A colocated vLLM's wake_up maps its sleep pool with its own
+    driver calls: before it does, what it will map is compared with the device's free memory, and
+    phasealloc's cache, then the untouched classes, leave until it fits. At a transition, an offloaded class the new phase used before
     comes back (prefetch); a restore that finds the device full first sends the other idle classes
     away, and if it still does not fit, the class stays on the host (correct, slower).
   - Nothing breaks when a guess is wrong: an offloaded tensor still reads and writes right, slowly.
@@ -56,7 +58,7 @@ import types
 import warnings
 import weakref
 
-from . import _chunked_step, _phase_detect, _phases
+from . import _chunked_step, _import_hooks, _phase_detect, _phases
 
 _lock = threading.RLock()
 _classes = {}        # key -> _idle_class
@@ -71,8 +73,10 @@ _disabled_reason = None
 _mode = "auto"                   # "auto" or "pressure"
 _pressure_handler = None         # the ctypes callback the library holds (kept alive here)
 counts = {"offloads": 0, "restores": 0, "on_demand": 0, "restore_ooms": 0, "page_bytes": 0, "copied_bytes": 0,
-          "kept_bytes": 0, "pressure_calls": 0, "pressure_relieved": 0, "chunked_steps": 0}
+          "kept_bytes": 0, "pressure_calls": 0, "pressure_relieved": 0, "chunked_steps": 0, "engine_wakes": 0,
+          "engine_wakes_relieved": 0}
 _in_chunked_step = threading.local()  # inside a chunked step: the step hooks stand aside
+_wrapped_pools = []  # vLLM's CuMemAllocator, once its wake_up is wrapped (offload:pressure)
 
 
 class _idle_class:
@@ -88,7 +92,9 @@ class _idle_class:
         return [] if owner is None else [t for t in self.tensors(owner) if getattr(t, "is_cuda", False)]
 
     def device_bytes(self, device):
-        return sum(t.untyped_storage().nbytes() for t in self.live_tensors() if t.device.index == device)
+        from ._same_address import plain_tensors
+
+        return sum(t.untyped_storage().nbytes() for t in plain_tensors(self.live_tensors()) if t.device.index == device)
 
 
 class _tag_class:
@@ -242,6 +248,64 @@ def _offload_idle(device, enough_bytes=None, keep=None):
     return freed
 
 
+def _install_engine_wake_hook(module):
+    """vLLM's sleep-mode pool (CuMemAllocator) maps its memory again at wake_up with its own driver
+    calls, outside phasealloc, so no allocation of phasealloc's runs out of memory there: the wake
+    does. Under offload:pressure, before it maps, phasealloc's cache and then the classes the
+    current phase has not touched leave until the device has room for what wakes."""
+    pool_class = getattr(module, "CuMemAllocator", None)
+    if pool_class is None or "_phasealloc_wake_up" in vars(pool_class):
+        return
+    original = pool_class.wake_up
+
+    @functools.wraps(original)
+    def wake_up(pool, tags=None, *args, **kwargs):
+        _before_engine_wake(pool, tags)
+        return original(pool, tags, *args, **kwargs)
+
+    pool_class._phasealloc_wake_up = original
+    pool_class.wake_up = wake_up
+    _wrapped_pools.append(pool_class)
+
+
+def _unwrap_engine_wake():
+    while _wrapped_pools:
+        pool_class = _wrapped_pools.pop()
+        pool_class.wake_up = vars(pool_class)["_phasealloc_wake_up"]
+        del pool_class._phasealloc_wake_up
+
+
+def _waking_bytes(pool, tags):
+    """{device: bytes} the pool's wake_up(tags) maps: its asleep allocations with those tags (all, for
+    a vLLM whose allocations do not say whether they sleep: a wake follows a sleep of all of them)."""
+    out = {}
+    for data in pool.pointer_to_data.values():
+        if getattr(data, "is_asleep", True) and (tags is None or data.tag in tags):
+            device, size = int(data.handle[0]), int(data.handle[1])
+            out[device] = out.get(device, 0) + size
+    return out
+
+
+def _before_engine_wake(pool, tags):
+    if _mode != "pressure" or _disabled_reason is not None:
+        return
+    import torch
+
+    try:
+        for device, needed in _waking_bytes(pool, tags).items():
+            if needed <= torch.cuda.mem_get_info(device)[0]:
+                continue
+            counts["engine_wakes"] += 1
+            torch.cuda.empty_cache()  # phasealloc's cache first: it costs nothing to give back
+            short = needed - torch.cuda.mem_get_info(device)[0]
+            if short > 0:
+                with _lock:
+                    if _disabled_reason is None and _offload_idle(device, enough_bytes=short):
+                        counts["engine_wakes_relieved"] += 1
+    except Exception as exc:  # noqa: BLE001 (the wake goes on, and fails as it would have)
+        _stop(exc)
+
+
 def _make_room(device, keep):
     """Offloads every class the current phase has not touched (but `keep`); whether any page left."""
     return _offload_idle(device, keep=keep) > 0
@@ -377,11 +441,17 @@ def _step(optimizer, *args, **kwargs):
         chunked = not args and not kwargs and _disabled_reason is None and (first or (cls is not None and cls.away))
         if chunked:
             counts["chunked_steps"] += 1
-    if not chunked:
+    plan = None
+    if chunked:
+        try:  # before any update: a failure here leaves the step to the optimizer, whole
+            plan = _chunked_step.chunks(optimizer)
+        except Exception as exc:  # noqa: BLE001 (a tensor type the chunks cannot size: stop, say so once)
+            _stop(exc)
+    if plan is None:
         return optimizer._phasealloc_step(*args, **kwargs)
     _in_chunked_step.value = True
     try:
-        out = _chunked_step.step_in_chunks(optimizer, _chunk_move)
+        out = _chunked_step.step_in_chunks(optimizer, _chunk_move, plan)
     finally:
         _in_chunked_step.value = False
     if first:  # the state is known from now on, and on the host (the chunks sent it there)
@@ -521,6 +591,8 @@ def install(torch, mode="auto"):
     _same_address._tag_listeners.append(_on_tag)
     if mode == "auto":
         _patch_optimizer_init(torch)
+    else:
+        _import_hooks.when_imported("vllm.device_allocator.cumem", _install_engine_wake_hook)
     _on_phase(_phases.current_phase())
 
 
@@ -534,6 +606,8 @@ def uninstall():
     while _handles:
         _handles.pop().remove()
     _unpatch_optimizer_init()
+    _import_hooks.cancel("vllm.device_allocator.cumem", _install_engine_wake_hook)
+    _unwrap_engine_wake()
     for remove in (_phase_detect.remove_observer, _phases.remove_listener):
         try:
             remove(_on_phase)

@@ -59,8 +59,17 @@ def state_tensors(optimizer, params):
     return out
 
 
+def _own_bytes(tensor):
+    """A tensor's own bytes (not its storage's: a parameter may view a larger flat buffer)."""
+    from ._same_address import plain_tensors
+
+    return sum(t.numel() * t.element_size() for t in plain_tensors([tensor]))
+
+
 def _nbytes(tensors):
-    return sum(t.untyped_storage().nbytes() for t in tensors)
+    from ._same_address import plain_tensors  # a DTensor's bytes are its local shard's
+
+    return sum(t.untyped_storage().nbytes() for t in plain_tensors(tensors))
 
 
 STATE_PER_PARAMETER_BYTE = 2  # a parameter without state yet: Adam's two moments, the common case
@@ -72,7 +81,7 @@ def chunks(optimizer):
     times its own bytes: the first step, which makes the state, is cut as the later ones are)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     sizes = [_nbytes(state_tensors(optimizer, [p])) if optimizer.state.get(p) else
-             STATE_PER_PARAMETER_BYTE * p.numel() * p.element_size() for p in params]
+             STATE_PER_PARAMETER_BYTE * _own_bytes(p) for p in params]
     limit = max(sum(sizes) // CHUNKS, MIN_CHUNK_BYTES)
     out, current, held = [], [], 0
     for p, size in zip(params, sizes):
@@ -86,10 +95,10 @@ def chunks(optimizer):
     return out
 
 
-def step_in_chunks(optimizer, move):
-    """optimizer.step(): its hooks once, and the update once per chunk with the parameter groups
-    cut to the chunk, after move(state tensors, offload=False) and before move(..., offload=True).
-    The groups are whole again afterwards, whatever happens."""
+def step_in_chunks(optimizer, move, plan):
+    """optimizer.step(): its hooks once, and the update once per chunk of `plan` (chunks(optimizer))
+    with the parameter groups cut to the chunk, after move(state tensors, offload=False) and before
+    move(..., offload=True). The groups are whole again afterwards, whatever happens."""
     optim = importlib.import_module("torch.optim.optimizer")
     update = type(optimizer).step.__wrapped__  # the class's step beneath torch's hook wrapper
     args = (optimizer,)
@@ -100,7 +109,7 @@ def step_in_chunks(optimizer, move):
     groups = optimizer.param_groups
     whole = [group["params"] for group in groups]
     try:
-        for chunk in chunks(optimizer):
+        for chunk in plan:
             ids = {id(p) for p in chunk}
             move(state_tensors(optimizer, chunk), offload=False)
             for group, params in zip(groups, whole):

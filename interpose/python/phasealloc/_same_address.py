@@ -57,6 +57,20 @@ class _result(ctypes.Structure):
 FIELDS = [field for field, _ in _result._fields_]
 
 
+def plain_tensors(tensors):
+    """The plain tensors that hold the bytes of `tensors`: each tensor itself, or, for a wrapper
+    subclass (a DTensor: its local shard; any __tensor_flatten__ subclass), its inner tensors."""
+    out = []
+    for t in tensors:
+        if hasattr(type(t), "__tensor_flatten__"):
+            names, _ = t.__tensor_flatten__()
+            inner = [getattr(t, name) for name in names]
+            out.extend(plain_tensors([x for x in inner if hasattr(x, "data_ptr")]))
+        else:
+            out.append(t)
+    return out
+
+
 def _blocks(tensors, ours_only):
     """(device index, the start addresses of the tensors' storages), one address per storage;
     ours_only: storages phasealloc does not hold (PyTorch's native allocator's) are left out."""
@@ -64,7 +78,7 @@ def _blocks(tensors, ours_only):
         tensors = [tensors]
     device = None
     addresses, seen = [], set()
-    for t in tensors:
+    for t in plain_tensors(tensors):
         if not getattr(t, "is_cuda", False):
             raise PhaseallocError("phasealloc.offload/restore: %r is not a CUDA tensor" % (type(t).__name__,))
         if device is None:
