@@ -35,17 +35,26 @@ SIM_GPU = "4GiB"
 STEPS = 3
 
 
-def run_colocated(native, expandable_segments=False):
+def run_colocated(native, expandable_segments=False, conf="device:cuda_vmm", job=None, expect_ok=True):
     """The child's report under PyTorch's allocator (native; with expandable_segments when asked) or
-    phasealloc (the c10 bridge built against vLLM's torch)."""
-    env = dict(VLLM_ENV)
+    phasealloc (the c10 bridge built against vLLM's torch, PHASEALLOC_CONF `conf`); `job`: the
+    child's TRL_COLOCATE_* sizes (expect_ok=False: the finished process)."""
+    env = dict(VLLM_ENV, **(job or {}))
     if not native:
         env["PHASEALLOC_LIBRARY"] = vllm_bridge()
     if expandable_segments:
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     return torch_harness.run(CHILD, "colocate", sim_gpu=SIM_GPU, native=native,
-                             conf=None if native else "device:cuda_vmm", bridge="c10", env=env,
-                             python=vllm_python())
+                             conf=None if native else conf, bridge="c10", env=env,
+                             python=vllm_python(), expect_ok=expect_ok)
+
+
+# A trainer large beside vLLM's pool: a Llama of about 47 M parameters (fp32: its AdamW state about
+# 360 MiB) and vLLM taking 0.9 of the 4 GiB simulated GPU. vLLM sizes its pool at its start, before
+# the trainer's optimizer state exists, so from the second step its wake-up no longer fits.
+LARGE_TRAINER = {"TRL_COLOCATE_LLAMA": '{"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4, '
+                                       '"num_attention_heads": 16, "num_key_value_heads": 8}',
+                 "TRL_COLOCATE_UTILIZATION": "0.9"}
 
 
 if pytest is not None and __name__ != "__main__":
@@ -88,6 +97,24 @@ if pytest is not None and __name__ != "__main__":
         assert sequence[first:first + 5] == ["generation", "sleep", "inference", "training", "optimizer"], sequence
         if allocator == "phasealloc":
             assert {"generation", "sleep", "training", "optimizer"} <= set(r["library_phases"]), r["library_phases"]
+
+    def test_offload_pressure_makes_room_for_vllm_to_wake(reports):
+        """With a trainer whose state grows after vLLM sized its pool, vLLM's second wake-up runs out of
+        device memory under PyTorch's allocator and under phasealloc without offload (vLLM maps its
+        pool with its own driver calls); under offload:pressure phasealloc sends the trainer's idle
+        state (AdamW's, untouched while generating) to the host first, and every step runs."""
+        for native, conf in ((True, None), (False, "device:cuda_vmm")):
+            out = run_colocated(native, conf=conf, job=LARGE_TRAINER, expect_ok=False)
+            assert out.returncode != 0 and "CUDA Error: out of memory" in out.stderr, (
+                "the wake-up fits without offload (%s): the premise fails" % (conf or "native"), out.stderr[-3000:])
+        r = run_colocated(False, conf="device:cuda_vmm,offload:pressure", job=LARGE_TRAINER)
+        assert r["steps"] == STEPS and len(r["wakes"]) == STEPS, r
+        counts = r["offload_counts"]
+        assert counts["engine_wakes"] >= STEPS - 1 and counts["engine_wakes_relieved"] >= 1, counts
+        assert r["offloads"] > 0, r
+        # At each wake after a step, the trainer's allocator holds less than its live bytes: the rest
+        # is on the host while vLLM generates.
+        assert all(w["trainer"] < w["trainer_allocated"] for w in r["wakes"][1:]), r["wakes"]
 
     def test_phasealloc_returns_the_trainers_pages_before_vllm_wakes(reports):
         native, ours = reports["native"], reports["phasealloc"]

@@ -29,6 +29,7 @@ unmap of what sleep already unmapped is the likely one), nor compared with a GPU
 """
 
 import functools
+import json
 import os
 import sys
 import tempfile
@@ -126,6 +127,13 @@ def table(report):
     return "\n".join(rows)
 
 
+def _offload_counts():
+    """offload:auto / offload:pressure's counts, when PHASEALLOC_CONF turned one on."""
+    from phasealloc import _auto_offload
+
+    return dict(_auto_offload.counts) if _auto_offload._handles else {}
+
+
 def scenario_colocate():
     import torch
     from datasets import Dataset
@@ -137,9 +145,13 @@ def scenario_colocate():
     _phase_detect.install()  # done by enable() under phasealloc; here too under PyTorch's allocator
     phasealloc = sys.modules.get("phasealloc")
     with tempfile.TemporaryDirectory(prefix="trl-colocate-") as out:
-        model_dir, tokenizer = tiny_llama_and_tokenizer(out)
+        # TRL_COLOCATE_LLAMA (JSON: LlamaConfig fields) and TRL_COLOCATE_UTILIZATION (vLLM's
+        # gpu_memory_utilization) size the job for the pressure test; the defaults, the tiny Llama.
+        model_dir, tokenizer = tiny_llama_and_tokenizer(out, **json.loads(os.environ.get("TRL_COLOCATE_LLAMA", "{}")))
+        engine_share = {"vllm_gpu_memory_utilization": float(os.environ["TRL_COLOCATE_UTILIZATION"])} \
+            if "TRL_COLOCATE_UTILIZATION" in os.environ else {}
         args = GRPOConfig(use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=True, num_generations=4,
-                          max_completion_length=16, **common_args(model_dir))
+                          max_completion_length=16, **engine_share, **common_args(model_dir))
         scored = []  # completions scored, per step
 
         def reward(completions, **kwargs):
@@ -174,6 +186,8 @@ def scenario_colocate():
         "library_phases": {p["name"]: {"intervals": p["intervals"], "peak_reserved": p["peak_reserved_bytes"]}
                            for p in phasealloc.stats().get("phases", []) if p["intervals"]}
                           if phasealloc.is_enabled() else {},
+        "offloads": phasealloc.stats()["num_offloads"] if phasealloc.is_enabled() else 0,
+        "offload_counts": _offload_counts(),
     }
     print(table(report), file=sys.stderr, flush=True)
     return report
