@@ -1,7 +1,8 @@
 // Concurrency and streams.
-//   BM_SharedEngineThreads  two threads allocate and free on ONE shared allocator, each on its own
-//                           stream (for glibc: one process heap, per-thread arenas and tcache).
-//                           Time per op is wall time over both threads' calls (throughput).
+//   BM_SharedEngineThreads  1, 2, 4 and 8 threads allocate and free on ONE shared allocator, each on
+//                           its own stream (for glibc: one process heap, per-thread arenas and
+//                           tcache; in phasealloc_torch_bench also PyTorch's allocator and the C entry
+//                           point). Time per op is wall time over all threads' calls (throughput).
 //   BM_CrossStreamFree      a block allocated on stream 1 is used by stream 2 (record_stream),
 //                           then freed: the free waits on an event, which this model device completes at
 //                           once, so the next allocation on stream 1 reclaims it. For glibc there
@@ -17,6 +18,18 @@ namespace {
 struct shared_slot {
   std::unique_ptr<engine_allocator> engine;
   std::unique_ptr<glibc_allocator> glibc;
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+  std::unique_ptr<torch_caching_allocator> torch;
+  std::unique_ptr<c_entry_allocator> c_entry;
+#endif
+  void reset() {
+    engine.reset();
+    glibc.reset();
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+    torch.reset();
+    c_entry.reset();
+#endif
+  }
 };
 
 template <class A>
@@ -36,17 +49,27 @@ void shared_pair_loop(benchmark::State& state, std::unique_ptr<A>& shared) {
   if (state.thread_index() == 0 && shared) report(state, *shared, 2.0);
 }
 
+/// Makes the slot's allocator of `choice` (thread 0), or says why it cannot.
+void make_shared(benchmark::State& state, const allocator_choice& choice, shared_slot& slot) {
+  std::string error;
+  switch (choice.kind) {
+    case allocator_kind::glibc: slot.glibc = std::make_unique<glibc_allocator>(); return;
+    case allocator_kind::engine: slot.engine = engine_allocator::make(choice.spec, error); break;
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+    case allocator_kind::torch: slot.torch = torch_caching_allocator::make(error); break;
+    case allocator_kind::c_entry: slot.c_entry = c_entry_allocator::make(choice.spec, error); break;
+#else
+    default:
+      state.SkipWithError((choice.name + " runs in phasealloc_torch_bench only (it needs torch and a CUDA device)").c_str());
+      return;
+#endif
+  }
+  if (!error.empty()) state.SkipWithError((choice.name + " is not available: " + error).c_str());
+}
+
 void shared_engine_threads(benchmark::State& state, const allocator_choice& choice, shared_slot& slot) {
   if (state.thread_index() == 0) {
-    if (choice.glibc()) {
-      slot.glibc = std::make_unique<glibc_allocator>();
-    } else if (choice.kind != allocator_kind::engine) {
-      state.SkipWithError((choice.name + ": the two-thread pattern runs on the engine and glibc only").c_str());
-    } else {
-      std::string error;
-      slot.engine = engine_allocator::make(choice.spec, error);
-      if (!slot.engine) state.SkipWithError(("policy '" + choice.spec + "' is not available: " + error).c_str());
-    }
+    make_shared(state, choice, slot);
     // Warm each thread's stream, so the timed loop measures cached reuse under contention.
     const auto bytes = static_cast<std::size_t>(state.range(0));
     const auto warm = [&](auto& a) {
@@ -58,13 +81,22 @@ void shared_engine_threads(benchmark::State& state, const allocator_choice& choi
     };
     if (slot.glibc) warm(*slot.glibc);
     if (slot.engine) warm(*slot.engine);
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+    if (slot.torch) warm(*slot.torch);
+    if (slot.c_entry) warm(*slot.c_entry);
+#endif
   }
-  if (choice.glibc()) shared_pair_loop(state, slot.glibc);
-  else shared_pair_loop(state, slot.engine);
-  if (state.thread_index() == 0) {
-    slot.engine.reset();
-    slot.glibc.reset();
+  switch (choice.kind) {
+    case allocator_kind::glibc: shared_pair_loop(state, slot.glibc); break;
+    case allocator_kind::engine: shared_pair_loop(state, slot.engine); break;
+#ifdef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
+    case allocator_kind::torch: shared_pair_loop(state, slot.torch); break;
+    case allocator_kind::c_entry: shared_pair_loop(state, slot.c_entry); break;
+#else
+    default: break;
+#endif
   }
+  if (state.thread_index() == 0) slot.reset();
 }
 
 struct cross_stream_free {
@@ -100,14 +132,19 @@ void register_concurrency() {
         ->ArgNames({"bytes"})
         ->Arg(512)
         ->Arg(std::int64_t{4} << 20)
+        ->Threads(1)
         ->Threads(2)
+        ->Threads(4)
+        ->Threads(8)
         ->UseRealTime();
   }
+#ifndef PHASEALLOC_BENCH_DEVICE_ALLOCATORS  // PyTorch's raw_alloc makes no DataPtr for record_stream
   register_pattern("BM_CrossStreamFree", cross_stream_free{}, [](benchmark::internal::Benchmark* b) {
     b->ArgNames({"bytes"});
     b->Arg(512);
     b->Arg(std::int64_t{4} << 20);
   });
+#endif
 }
 
 }  // namespace phasealloc::bench

@@ -39,9 +39,7 @@ int main(int argc, char** argv) {
   register_kv_cache();
   register_rlhf_phases();
   register_pr193400();
-#ifndef PHASEALLOC_BENCH_DEVICE_ALLOCATORS
-  register_concurrency();  // two threads on one engine: the engine and glibc only
-#endif
+  register_concurrency();
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -30,7 +30,7 @@ PATTERNS = {
     "BM_KvCacheGrowth": "KV-cache growth by concatenation (256 steps)",
     "BM_RlhfPhases": "RLHF phase alternation (generation, scoring, training, optimizer)",
     "BM_Pr193400": "PyTorch PR #193400 reproducer (91 MiB + 45.5 MiB freed, 2 MiB kept, per cycle)",
-    "BM_SharedEngineThreads": "Two threads on one shared allocator, one stream each",
+    "BM_SharedEngineThreads": "Threads on one shared allocator, one stream each",
     "BM_CrossStreamFree": "Free of a block used by another stream (record_stream, events complete at once)",
 }
 
