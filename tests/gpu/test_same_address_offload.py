@@ -224,6 +224,7 @@ def scenario_unmapping_offload_moves_the_bytes_and_says_so(torch, phasealloc):
     said = [str(w.message) for w in caught
             if issubclass(w.category, RuntimeWarning) and "cannot map host memory" in str(w.message)]
     assert len(said) == 1, [str(w.message) for w in caught]
+    assert "%#x" % tensors[0][1].untyped_storage().data_ptr() in said[0], said  # it names the blocks
     assert out["page_bytes"] > 0 and out["copied_bytes"] == sum(h.numel() for h, _ in tensors), out
     s = phasealloc.stats()
     assert s["offloaded_bytes.all.current"] == out["page_bytes"], (s["offloaded_bytes.all.current"], out)

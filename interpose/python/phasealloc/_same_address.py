@@ -229,8 +229,9 @@ def offload_kind(device=None):
     return _KINDS[kind]
 
 
-def _say_if_unmapping(device):
-    """Warns once per device, at its first offload, that offloaded blocks are unmapped there."""
+def _say_if_unmapping(device, what):
+    """Warns once per device, at its first offload (of `what`: the blocks it names), that offloaded
+    blocks are unmapped there."""
     if device in _said_unmapping:
         return
     _said_unmapping.add(device)
@@ -240,7 +241,14 @@ def _say_if_unmapping(device):
         warnings.warn("phasealloc: the CUDA driver of device %d cannot map host memory at device addresses "
                       "(host-located cuMemCreate needs CUDA 12.2+): offloaded blocks are unmapped until "
                       "restored, and a kernel that touches one faults (an illegal address); restore them "
-                      "before use" % device, RuntimeWarning, stacklevel=3)
+                      "before use. This offload unmaps %s" % (device, what), RuntimeWarning, stacklevel=3)
+
+
+def _named(addresses):
+    """The blocks at `addresses`, for a message: the first few, and how many."""
+    shown = ", ".join("%#x" % a for a in addresses[:3])
+    return "the block%s at %s%s" % ("s" if len(addresses) > 1 else "", shown,
+                                    " and %d more" % (len(addresses) - 3) if len(addresses) > 3 else "")
 
 
 def _nothing(non_blocking):
@@ -254,7 +262,7 @@ def _call_tag(name, tag_name, device, non_blocking=False):
         return _nothing(non_blocking)
     device = _current_device(device)
     if name == "phasealloc_offload_tag":
-        _say_if_unmapping(device)
+        _say_if_unmapping(device, "every block carrying the tag %r" % tag_name)
     if non_blocking:
         restore = name == "phasealloc_restore_tag"
         outcome, ticket = _start(restore, device, [], number)
@@ -272,7 +280,7 @@ def _call(name, tensors, device, ours_only=False, non_blocking=False):
         device = tensor_device
     device = _current_device(device)
     if name == "phasealloc_offload":
-        _say_if_unmapping(device)
+        _say_if_unmapping(device, _named(addresses) if addresses else "every offloaded range")
     if non_blocking:
         restore = name == "phasealloc_restore"
         outcome, ticket = _start(restore, device, addresses, 0)
@@ -329,7 +337,7 @@ def _call_pool(name, pool, non_blocking=False):
     for device, (segments, held) in sorted(_pool_segments(pool).items()):
         held = sorted(held)  # none held: the segments' pages move, no byte is copied
         if not restore:
-            _say_if_unmapping(int(device))
+            _say_if_unmapping(int(device), "the graph pool's segments: " + _named(segments))
         array = (ctypes.c_void_p * len(segments))(*segments)
         span_addrs = (ctypes.c_void_p * max(1, len(held)))(*[a for a, _ in held])
         span_bytes = (ctypes.c_size_t * max(1, len(held)))(*[n for _, n in held])
