@@ -438,7 +438,8 @@ def _step(optimizer, *args, **kwargs):
     with _lock:
         cls = _classes.get(key)
         first = cls is None and not optimizer.state and _on_gpu(optimizer)
-        chunked = not args and not kwargs and _disabled_reason is None and (first or (cls is not None and cls.away))
+        no_closure = args in ((), (None,)) and (not kwargs or kwargs == {"closure": None})  # accelerate passes None
+        chunked = no_closure and _disabled_reason is None and (first or (cls is not None and cls.away))
         if chunked:
             counts["chunked_steps"] += 1
     plan = None

@@ -171,17 +171,18 @@ def test_trls_trainers_train_as_on_the_cpu(trainer, native):
 
 
 # offload:auto under the same trainers where it has idle state to move (AdamW's state outside its
-# step, and GRPO's reference model outside its scoring forward): the same CPU reference, and the
+# step, and GRPO's reference model outside its scoring forward), on a Llama large enough (hidden
+# 256: about 4 MiB of fp32 weights) that its state fills pages of its own: the tiny one's shares its
+# pages with blocks that stay, so nothing would leave. Each against its own CPU reference; the
 # offloads must have happened (a policy that moved nothing would compare equal too).
+LARGER_LLAMA = {"TRL_TINY_LLAMA": '{"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, '
+                                  '"num_key_value_heads": 2}'}
+
+
 @pytest.mark.parametrize("trainer", ("grpo_with_reference", "sft"))
 def test_trls_trainers_train_as_on_the_cpu_with_offload_auto(trainer):
-    conf = "device:cuda_vmm,offload:auto"
-    if trainer in _CPU_REFERENCE:
-        r = torch_harness.run(SCENARIOS, "trl_%s_three_steps" % trainer, env=EXACT, native=False, conf=conf)
-        r.update(_CPU_REFERENCE[trainer])
-    else:
-        r = torch_harness.run(SCENARIOS, "trl_%s_against_the_cpu" % trainer, env=EXACT, native=False, conf=conf)
-        _CPU_REFERENCE[trainer] = {key: r[key] for key in ("cpu_steps", "cpu_losses", "cpu_grad_norms")}
+    r = torch_harness.run(SCENARIOS, "trl_%s_against_the_cpu" % trainer, env=dict(EXACT, **LARGER_LLAMA),
+                          native=False, conf="device:cuda_vmm,offload:auto")
     assert r["allocator"] == "phasealloc", r
     assert r["offloads"] > 0 and r["restores"] > 0 and r["offloaded_peak"] > 0, r
     assert r["steps"] == r["cpu_steps"] == 3 and len(set(r["cpu_losses"])) == 3, r

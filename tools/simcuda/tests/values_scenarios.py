@@ -353,13 +353,22 @@ TRAINERS = {
 }
 
 
+def _model():
+    """The tiny Llama, with the LlamaConfig fields of TRL_TINY_LLAMA (JSON) when set: a larger one
+    for the offload tests, whose state must fill pages of its own to leave the GPU."""
+    import json
+    import os
+
+    return tiny_llama_and_tokenizer(**json.loads(os.environ.get("TRL_TINY_LLAMA", "{}")))
+
+
 def on_the_device(build):
-    return trained(build(*tiny_llama_and_tokenizer())(False))
+    return trained(build(*_model())(False))
 
 
 def on_the_cpu_and_the_device(build):
     """The device run's steps, losses, grad norms and allocator, and the CPU reference's beside them."""
-    make = build(*tiny_llama_and_tokenizer())
+    make = build(*_model())
     reference = trained(make(True))
     device = trained(make(False))
     return {**device, "cpu_steps": reference["steps"], "cpu_losses": reference["losses"],
