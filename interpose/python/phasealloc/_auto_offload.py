@@ -29,11 +29,12 @@ Approach:
   - offload:pressure learns the same schedule but offloads nothing at transitions. The library calls
     back (phasealloc_set_pressure_handler) when an allocation runs out of device memory: classes the
     current phase has not touched leave, largest first, until the request's bytes are given back,
-    and the allocation is tried again. A colocated vLLM's wake_up maps its sleep pool with its own
-    driver calls: before it does, what it will map is compared with the device's free memory, and
-    phasealloc's cache, then the untouched classes, leave until it fits. At a transition, an offloaded class the new phase used before
+    and the allocation is tried again. At a transition, an offloaded class the new phase used before
     comes back (prefetch); a restore that finds the device full first sends the other idle classes
-    away, and if it still does not fit, the class stays on the host (correct, slower).
+    away, and if it still does not fit, the class stays on the host (correct, slower). A colocated
+    vLLM's wake_up maps its sleep pool with its own driver calls: before it does, what it will map
+    is compared with the device's free memory, and phasealloc's cache, then the classes the phase
+    has not touched, leave until it fits.
   - Nothing breaks when a guess is wrong: an offloaded tensor still reads and writes right, slowly.
     That needs host-backed mappings: on a driver that offloads by unmapping (before CUDA 12.2,
     phasealloc.offload_kind() "unmapping") a wrong guess would be an illegal address, so the first
@@ -440,8 +441,6 @@ def _step(optimizer, *args, **kwargs):
         first = cls is None and not optimizer.state and _on_gpu(optimizer)
         no_closure = args in ((), (None,)) and (not kwargs or kwargs == {"closure": None})  # accelerate passes None
         chunked = no_closure and _disabled_reason is None and (first or (cls is not None and cls.away))
-        if chunked:
-            counts["chunked_steps"] += 1
     plan = None
     if chunked:
         try:  # before any update: a failure here leaves the step to the optimizer, whole
@@ -450,6 +449,8 @@ def _step(optimizer, *args, **kwargs):
             _stop(exc)
     if plan is None:
         return optimizer._phasealloc_step(*args, **kwargs)
+    with _lock:
+        counts["chunked_steps"] += 1
     _in_chunked_step.value = True
     try:
         out = _chunked_step.step_in_chunks(optimizer, _chunk_move, plan)

@@ -100,6 +100,8 @@ class cuda_vmm_device final : public device {
   /// mapped first at a staging range to receive the copies (cuMemcpyAsync on the device's copy
   /// stream, after `after`), then over the range in place of its device pages. restore maps new
   /// device pages at the range and copies back from the host handle mapped at a staging range.
+  /// Without host-located handles (a driver before CUDA 12.2: caps().offload_unmaps) the copies go
+  /// through a reused page-locked buffer and the range stays unmapped until its restore.
   errc offload(device_address addr, std::size_t bytes, std::span<const byte_range> live,
                std::span<const event_id> after) noexcept override;
   errc restore(device_address addr, std::size_t bytes, std::span<const byte_range> live,
@@ -117,7 +119,8 @@ class cuda_vmm_device final : public device {
   std::size_t moves_in_flight() const noexcept;
   std::size_t host_backed_bytes() const noexcept override;
   moved_bytes moved() const noexcept override;
-  /// Host-located memory held now: behind offloaded ranges and kept for reuse (host_cache_bytes).
+  /// Host memory held now (host-located handles, or page-locked buffers): behind offloaded ranges
+  /// and kept for reuse (host_cache_bytes).
   std::size_t host_held_bytes() const noexcept;
 
   /// The driver table, context, handles and the books (src/cuda_vmm_state.hpp; opaque here).
