@@ -60,7 +60,8 @@ void make_shared(benchmark::State& state, const allocator_choice& choice, shared
     case allocator_kind::c_entry: slot.c_entry = c_entry_allocator::make(choice.spec, error); break;
 #else
     default:
-      state.SkipWithError((choice.name + " runs in phasealloc_torch_bench only (it needs torch and a CUDA device)").c_str());
+      state.SkipWithError(
+          (choice.name + " runs in phasealloc_torch_bench only (it needs torch and a CUDA device)").c_str());
       return;
 #endif
   }

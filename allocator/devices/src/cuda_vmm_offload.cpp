@@ -434,7 +434,7 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
   }
   if (r == CUDA_SUCCESS) r = s.api.mem_set_access(to_ptr(addr), bytes, s.access.data(), s.access.size());
   if (r == CUDA_SUCCESS) err = enqueue_copies(s, addr, staging, addr, live, {}, done);
-  if (r != CUDA_SUCCESS || err != errc::ok) {  // the range back as it was: host-backed (still correct) or unmapped
+  if (r != CUDA_SUCCESS || err != errc::ok) {  // the range as it was: host-backed (still correct), or unmapped
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("mapping device pages at [{:#x}, +{})", addr, bytes));
     drain_copy_stream(s);
     for (std::size_t k = 0; k < mapped; ++k) {
