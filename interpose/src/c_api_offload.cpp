@@ -203,6 +203,7 @@ PHASEALLOC_API int phasealloc_order_after_moves(int device, uint64_t ticket, voi
 PHASEALLOC_API int phasealloc_offload_kind(int device) {
   int kind = -1;
   const int status = as_status("phasealloc_offload_kind", [&] {
+    if (in_forked_child()) return std::string(forked_child_refusal);
     if (std::string bad = check_device(device, false); !bad.empty()) return bad;
     auto slot = engine_registry::instance().slot(device);  // makes the device when nothing did yet
     if (!slot) return slot.error();

@@ -493,11 +493,13 @@ def test_offload_is_refused_with_the_reason_where_it_cannot_keep_the_address():
 p = lib.phasealloc_try_malloc(8 << 20, 0, None)
 ptrs = (ctypes.c_void_p * 1)(p)
 print(lib.phasealloc_offload(0, ptrs, 1, None), err())
+print(lib.phasealloc_offload_kind(0), lib.phasealloc_offload_kind(99), "device 99 is out of range" in err() or err())
 print(lib.phasealloc_restore(0, None, 0, None))                      # nothing offloaded: nothing to do
 print(lib.phasealloc_offload(0, ptrs, 1, None) == -1 and stats(0)["offloaded_bytes.all.current"] == 0)
 pid = os.fork()
 if pid == 0:
     code = 0 if lib.phasealloc_offload(0, ptrs, 1, None) == -1 and "forked child" in err() else 10
+    code += 0 if lib.phasealloc_offload_kind(0) == -1 and "forked child" in err() else 20
     os._exit(code)
 _, status = os.waitpid(pid, 0)
 print("child", os.WEXITSTATUS(status))
@@ -506,7 +508,8 @@ lib.phasealloc_free(p, 8 << 20, 0, None)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("-1 phasealloc_offload: device 0: device 'model' cannot offload"), lines
-    assert lines[1:] == ["0", "True", "child 0"], lines
+    assert lines[1] == "0 -1 True", lines  # the model device cannot offload; device 99 is refused, named
+    assert lines[2:] == ["0", "True", "child 0"], lines
 
 
 def test_peer_access_is_granted_before_or_after_the_engine_exists():
