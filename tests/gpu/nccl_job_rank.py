@@ -145,6 +145,12 @@ def compare_full_params(full, reference, initial):
     return {"max_abs_diff": worst, "reference_moved": moved, "digest": digest.hexdigest()}
 
 
+def offload_counts():
+    """offload:auto's counts when PHASEALLOC_CONF turned it on in this process, else {}."""
+    auto = sys.modules.get("phasealloc._auto_offload")
+    return dict(auto.counts) if auto is not None and auto._handles else {}
+
+
 def main(mode, out_dir):
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
@@ -216,6 +222,7 @@ def main(mode, out_dir):
         result["trained"] = zero_gathered(model, stage, lambda full: compare_full_params(
             full, reference, initial))
     result["allocator_at_end"] = allocator_in_use()
+    result["offload"] = offload_counts()
     with open(os.path.join(out_dir, "rank%d.json" % rank), "w") as f:
         json.dump(result, f)
     dist.destroy_process_group()
