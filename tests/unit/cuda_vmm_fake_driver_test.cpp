@@ -761,7 +761,9 @@ TEST_F(CudaVmmFakeDriverTest, WithoutHostBackingAnOffloadUnmapsTheRangeAndCopies
   EXPECT_EQ(dev->host_backed_bytes(), 2 * page);
   EXPECT_EQ(dev->map(base, page), errc::invalid_argument);  // offloaded, not free address space
 
+  const int host_waits = fake::state.calls["cuStreamSynchronize"];
   ASSERT_EQ(dev->restore(base, 2 * page, live, {}), errc::ok) << dev->last_failure();
+  EXPECT_EQ(fake::state.calls["cuStreamSynchronize"], host_waits) << "a restore of an unmapped range waited on the host";
   ASSERT_EQ(fake::state.copies.size(), 4u);
   EXPECT_EQ(fake::state.copies[2].src, buffer + 64);
   EXPECT_EQ(fake::state.copies[2].dst, base + 64);

@@ -416,8 +416,9 @@ errc cuda_vmm_device::restore_start(device_address addr, std::size_t bytes, std:
     s.spare_move_events.push_back(done);
     return err;
   }
-  // Wait for the streams that used the range before its mapping changes under them.
-  err = wait_for(s, after);
+  // Wait for the streams that used the range before its mapping changes under them (on the host:
+  // the host mapping goes at once). An unmapped range had no user since its offload's finish.
+  if (!s.host_unmapped) err = wait_for(s, after);
   CUresult r = err == errc::ok && !s.host_unmapped ? s.api.mem_unmap(to_ptr(addr), bytes) : CUDA_SUCCESS;
   if (err != errc::ok || r != CUDA_SUCCESS) {
     if (r != CUDA_SUCCESS) err = s.failed(r, fmt::format("cuMemUnmap({:#x}, {}) of a host-backed range", addr, bytes));
