@@ -350,7 +350,7 @@ matrix_envs() {
 }
 
 sanitizers() {
-  local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_rules_test
+  local engine_tests=(engine_test conf_test engine_scenario_test engine_stress_test model_device_test growth_style_test
                       model_device_conformance_test host_pool_test phasealloc_policy_test engine_offload_test)
   log "address + undefined-behaviour sanitizers (engine tests)"
   configure_and_build build-asan -DCMAKE_BUILD_TYPE=Debug "-DPHASEALLOC_SANITIZE=address;undefined" \

@@ -13,7 +13,7 @@
 //   (size, age rank, address), of the two first fits. A block knows where it is (bin_slot, or pool_pos in the set): erasing
 //   it needs no search.
 // Limitations: a pool whose best fit walks the order past the first fit (`growable_size`:
-//   growth_rules::rank_with_unmapped_tail) keeps every block in the set (ordered_only).
+//   growth_style::expandable_segments) keeps every block in the set (ordered_only).
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,7 @@ class block_pool {
   bool contains(const block* b) const;
   /// The smallest free block of at least `bytes` on `stream`, or nullptr. Counts one lookup.
   /// `accept(b)` may reject the candidate (oversize rules); the search then stops, as PyTorch's does.
-  /// With `growable_size` (growth_rules::rank_with_unmapped_tail, an ordered_only pool), a block of an
+  /// With `growable_size` (growth_style::expandable_segments, an ordered_only pool), a block of an
   /// expandable segment ranks by its size plus the unmapped pages after it, and the search walks
   /// on to the next larger block while that one ranks smaller.
   template <class Accept>

@@ -20,7 +20,7 @@
 //   other operation, settles first: merges M and inserts it with the stamps of the free.
 // Limitations: one deferred block (the pattern it serves is free-then-allocate of one size);
 //   pools whose best fit ranks a block with the unmapped pages after it
-//   (growth_rules::rank_with_unmapped_tail) always merge at once; a block with a free block before
+//   (growth_style::expandable_segments) always merge at once; a block with a free block before
 //   it merges at once (the eager split would then start at the earlier block's address).
 #include "engine_impl.hpp"
 #include "phasealloc/check.hpp"

@@ -59,7 +59,7 @@ engine_impl::engine_impl(device& dev, policy& pol, engine_options options)
     t.page_bytes = round_up(std::max(t.page_bytes, caps.granularity_bytes), caps.granularity_bytes);
   }
   pools_.reserve(pool_traits_.size());
-  for (const pool_traits& t : pool_traits_) pools_.emplace_back(&nodes_, t.growth.rank_with_unmapped_tail);
+  for (const pool_traits& t : pool_traits_) pools_.emplace_back(&nodes_, t.growth == growth_style::expandable_segments);
   const double fraction = policy_.memory_fraction();
   // Policies check the fraction when they parse it: a value outside (0, 1] here is a broken policy.
   PHASEALLOC_CHECK(fraction > 0.0 && fraction <= 1.0, "policy '{}' asks for memory fraction {}", policy_.spec(),
@@ -190,7 +190,7 @@ result<device_address, alloc_error> engine_impl::allocate(std::size_t bytes, std
   if (b == nullptr) {
     const auto accept = [&](const block* c) { return policy_.may_use(pool, c->bytes, rounded); };
     b = lowest ? pools_[pool].lowest_fit(stream, rounded, accept)
-               : pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].growth.rank_with_unmapped_tail);
+               : pools_[pool].best_fit(stream, rounded, accept, pool_traits_[pool].growth == growth_style::expandable_segments);
     if (b != nullptr) {
       pools_[pool].erase(b);
     } else {

@@ -8,12 +8,12 @@
 //   on_oom plan, one retry after each step -> else an alloc_error with the OOM report.
 //   An expandable pool has a reservation per (pool, stream), sized to the device's capacity plus
 //   an eighth, so that another is rarely needed. Growth takes the lowest-address unmapped run
-//   that, with the free block before it (and, by the pool's growth_rules, the chain of free and
+//   that, with the free block before it (and, by the pool's growth style, the chain of free and
 //   unmapped blocks after it), holds the request, and maps the runs from there in address order
 //   until the merged block does. When no run can, a further reservation is made: at once, or by
 //   the rules only as the last resort once the on_oom plan failed (live blocks sit in the holes).
 //   The memory limit is checked per map, or by the rules once per growth against the policy's
-//   segment size. The policy picks the rules (policy.hpp, growth_rules); the path is one.
+//   segment size. The policy picks the style (policy.hpp, growth_style); the path is one.
 // Limitations: a failed map_ahead falls back to mapping only the need; nothing smarter.
 #include <algorithm>
 
@@ -64,7 +64,7 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
     // A step that waited for pending frees may have made a fitting block free.
     block* b = step.retry.search_pool_first
                    ? pools_[pool].best_fit(request.stream, rounded, accept,
-                                           pool_traits_[pool].growth.rank_with_unmapped_tail)
+                                           pool_traits_[pool].growth == growth_style::expandable_segments)
                    : nullptr;
     if (b != nullptr) {
       pools_[pool].erase(b);
@@ -75,8 +75,8 @@ block* engine_impl::grow(const alloc_request& request, pool_id pool, std::size_t
   }
   // Last resort for an expandable pool: the device has the memory but no reservation of this pool
   // and stream has a run of addresses long enough (its holes are where live blocks sit). A new
-  // reservation holds the request. (With growth_rules::reserve_at_once one was tried already.)
-  if (pool_traits_[pool].expandable && !pool_traits_[pool].growth.reserve_at_once) {
+  // reservation holds the request. (With growth_style::expandable_segments one was tried already.)
+  if (pool_traits_[pool].expandable && pool_traits_[pool].growth != growth_style::expandable_segments) {
     if (block* b = grow_expandable(request, pool, rounded, grow_bytes, /*new_reservation=*/true)) return b;
   }
 
@@ -190,8 +190,8 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
   const auto allocatable = [](const block* b) {
     return b != nullptr && (b->state == block_state::free || b->state == block_state::unmapped) && b->event_count == 0;
   };
-  const growth_rules& rules = pool_traits_[pool].growth;
-  if (rules.limit_by_segment_bytes && options_.limit_bytes != 0) {
+  const bool torch_style = pool_traits_[pool].growth == growth_style::expandable_segments;
+  if (torch_style && options_.limit_bytes != 0) {
     const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
     if (reserved + policy_.segment_bytes(pool, rounded) > options_.limit_bytes) return nullptr;
   }
@@ -201,7 +201,7 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
     std::size_t room = 0;
     for (const block* w = start; room < rounded && allocatable(w); w = w->next) {
       room += w->bytes;
-      if (w == run && !rules.grow_through_chain) break;
+      if (w == run && !torch_style) break;
     }
     return room;
   };
@@ -213,11 +213,11 @@ block* engine_impl::grow_expandable(const alloc_request& request, pool_id pool, 
       block* start = allocatable(u->prev) ? u->prev : u;
       // A free block that holds the request alone was refused by best fit (the policy's may_use):
       // growing into it would hand it out anyway, which only a chain-growing pool does.
-      if (!rules.grow_through_chain && start != u && start->bytes >= rounded) continue;
+      if (!torch_style && start != u && start->bytes >= rounded) continue;
       if (room_from(start, u) >= rounded) candidate = start;
     }
   }
-  if (candidate == nullptr && (rules.reserve_at_once || new_reservation || reservations.empty())) {
+  if (candidate == nullptr && (torch_style || new_reservation || reservations.empty())) {
     segment* seg = new_expandable_segment(pool, stream);
     if (seg != nullptr && seg->bytes >= rounded) candidate = seg->first;
   }
@@ -248,7 +248,7 @@ block* engine_impl::map_run(const alloc_request& request, pool_id pool, std::siz
   const std::size_t page = pool_traits_[pool].page_bytes;
   const std::size_t need = std::min(u->bytes, round_up(need_bytes, page));
   const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[stat_type::all].current);
-  const bool limited = options_.limit_bytes != 0 && !pool_traits_[pool].growth.limit_by_segment_bytes;
+  const bool limited = options_.limit_bytes != 0 && pool_traits_[pool].growth != growth_style::expandable_segments;
   if (limited && reserved + need > options_.limit_bytes) return nullptr;
   // Map ahead as far as the policy asks when there is room: one call now saves the next few.
   const std::size_t ahead = policy_.map_ahead_bytes(make_grow_context(request, pool, rounded, need));

@@ -181,7 +181,7 @@ class engine_impl {
   /// Whether the free of live block b (no stream uses, settled books) may be deferred.
   bool deferrable(const block* b) const noexcept {
     return options_.defer_frees && !b->offloaded && !(b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) &&
-           !pool_traits_[b->seg->pool].growth.rank_with_unmapped_tail;
+           pool_traits_[b->seg->pool].growth != growth_style::expandable_segments;
   }
   /// Marks b free and deferred (its levels already lowered by the caller).
   void defer(block* b) noexcept {
@@ -288,7 +288,7 @@ class engine_impl {
   /// Books a reservation as a segment with one block covering it (free, or unmapped when expandable).
   segment* add_segment(device_address addr, std::size_t bytes, pool_id pool, stream_id stream, bool expandable);
   /// `new_reservation`: with no room in this pool and stream's reservations, add one (always so
-  /// under growth_rules::reserve_at_once).
+  /// under growth_style::expandable_segments).
   block* grow_expandable(const alloc_request& request, pool_id pool, std::size_t rounded, std::size_t& grow_bytes,
                          bool new_reservation = false);
   /// Maps the front of unmapped run `u` (at least need_bytes, whole pages), merges it with its free

@@ -81,7 +81,7 @@ std::vector<std::string> engine_impl::check_invariants() const {
             if (b->prev != nullptr && b->prev->state == block_state::free && b->prev->event_count == 0) {
               fail(fmt::format("deferred block {:#x} follows the free block {:#x}", b->addr, b->prev->addr));
             }
-            if (pool_traits_[seg->pool].growth.rank_with_unmapped_tail) {
+            if (pool_traits_[seg->pool].growth == growth_style::expandable_segments) {
               fail(fmt::format("deferred block {:#x} in a pool ranked with unmapped tails", b->addr));
             }
             break;

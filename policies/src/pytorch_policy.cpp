@@ -27,7 +27,7 @@
 //                                          (release_order::size_index)
 //   expandable_segments                 -> both pools expandable: 2 MiB pages (small) and
 //                                          large_segment_size pages (large), with torch's
-//                                          growth (pool_traits::growth: every rule on):
+//                                          growth (growth_style::expandable_segments):
 //                                          get_free_block's rank of a block by the unmapped
 //                                          pages after it, find_expandable_block's chains of
 //                                          free and unmapped blocks and extra reservations,
@@ -141,10 +141,7 @@ pytorch_policy::pytorch_policy(options opts) : opts_(opts) {
   // after it, find_expandable_block takes the lowest chain of free and unmapped blocks that holds
   // the request (or a new reservation at once), try_allocate_expandable_block maps the chain's
   // runs, and the memory limit is checked once against get_allocation_size.
-  const growth_rules growth{.rank_with_unmapped_tail = es,
-                            .grow_through_chain = es,
-                            .reserve_at_once = es,
-                            .limit_by_segment_bytes = es};
+  const growth_style growth = es ? growth_style::expandable_segments : growth_style::pages;
   pools_.push_back(pool_traits{.name = "small",
                                .small = true,
                                .expandable = es,

@@ -19,29 +19,33 @@
 
 namespace phasealloc {
 
-/// How an expandable pool grows. The engine has one growth path (engine_grow.cpp); these are the
-/// decisions along it that a policy makes. The defaults are the engine's own choices.
-struct growth_rules {
-  /// Which free block best fit takes when growth is possible: off, the smallest that fits. On, a
-  /// free block followed by unmapped pages of its reservation ranks by its size plus theirs (it
-  /// can grow in place), and the search walks on from the smallest fit to the next larger block
-  /// while that one ranks smaller. Costs host time: the pool keeps every free block in its ordered
-  /// index (no exact-size bins) and a free merges at once (no deferred merge).
-  bool rank_with_unmapped_tail = false;
-  /// Where growth finds room. Off: an unmapped run together with the free block just before it,
-  /// unless that block alone holds the request (best fit's may_use refused it; growing into it
-  /// would hand it out anyway). On: the run, the free block before it, and the chain of free and
-  /// unmapped blocks after it, the block before it counted even when it holds the request alone;
-  /// the chain's runs are mapped in address order until the merged block holds the request.
-  bool grow_through_chain = false;
-  /// When no reservation of the pool and stream has room. Off: a new reservation is made only for
-  /// the first one, or as the last resort once the on_oom plan failed (live blocks sit in the
-  /// holes). On: one is made at once, before any release step.
-  bool reserve_at_once = false;
-  /// What the memory limit is checked against. Off: the pages each map adds (a map-ahead that
-  /// would pass the limit maps only what is needed). On: once per growth, segment_bytes(pool,
-  /// rounded), whatever is mapped then (mapped bytes may pass the limit by part of a page).
-  bool limit_by_segment_bytes = false;
+/// How an expandable pool grows. The engine has one growth path (engine_grow.cpp); the style picks
+/// the decisions along it.
+enum class growth_style {
+  /// phasealloc's page-wise growth (the default):
+  ///   - best fit takes the smallest free block that fits (exact-size bins, deferred merges);
+  ///   - growth finds room in an unmapped run together with the free block just before it, unless
+  ///     that block alone holds the request (best fit's may_use refused it; growing into it would
+  ///     hand it out anyway);
+  ///   - a new reservation is made only for the first one, or as the last resort once the on_oom
+  ///     plan failed (live blocks sit in the holes);
+  ///   - the memory limit is checked against the pages each map adds (a map-ahead that would pass
+  ///     the limit maps only what is needed).
+  pages,
+  /// PyTorch's expandable segments (CUDACachingAllocator's get_free_block, find_expandable_block,
+  /// try_allocate_expandable_block):
+  ///   - a free block followed by unmapped pages of its reservation ranks by its size plus theirs
+  ///     (it can grow in place), and the search walks on from the smallest fit to the next larger
+  ///     block while that one ranks smaller (the pool keeps every free block in its ordered index, no
+  ///     exact-size bins, and a free merges at once: host time);
+  ///   - growth takes the run, the free block before it (counted even when it holds the request
+  ///     alone) and the chain of free and unmapped blocks after it, mapping the chain's runs in
+  ///     address order until the merged block holds the request;
+  ///   - when no reservation of the pool and stream has room, one is made at once, before any
+  ///     release step;
+  ///   - the memory limit is checked once per growth, against segment_bytes(pool, rounded), whatever
+  ///     is mapped then (mapped bytes may pass the limit by part of a page).
+  expandable_segments,
 };
 
 /// What the engine needs to know about one pool.
@@ -54,9 +58,9 @@ struct pool_traits {
   bool pinned = false;        ///< Memory of this pool is never returned by transition releases.
   std::size_t grow_bytes = 0; ///< Expandable pools: map at least this much per growth (fewer
                               ///< device calls, at most this much mapped ahead; 0 = one page).
-  /// Expandable pools: the growth decisions (rank_with_unmapped_tail also holds where the device
-  /// has no virtual memory and the pool is served with whole segments).
-  growth_rules growth{};
+  /// Expandable pools: the growth decisions (expandable_segments' ranking of free blocks also holds
+  /// where the device has no virtual memory and the pool is served with whole segments).
+  growth_style growth = growth_style::pages;
   /// Best fit breaks ties between equal-size free blocks (same stream) by the age of their segment,
   /// oldest first (a counter taken at each new segment or reservation, inherited by its blocks),
   /// then by address. Off: by address alone. The release orders that walk the size index
