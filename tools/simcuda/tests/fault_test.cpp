@@ -148,6 +148,55 @@ TEST_F(simcuda_memory, AHostLocatedHandleMapsAtDeviceAddressesOutsideTheCapacity
   EXPECT_EQ(cuMemAddressFree(b, 4 * mib), CUDA_SUCCESS);
 }
 
+TEST_F(simcuda_memory, TheDriversPageLockedMemoryIsTheRuntimesToo) {
+  const std::size_t before = simcuda_pinned_host_bytes();
+  void* p = nullptr;
+  ASSERT_EQ(cuMemHostAlloc(&p, 1 * mib + 1, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_pinned_host_bytes() - before, 1 * mib + 4096);  // whole 4 KiB pages
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  int device = -1;
+  EXPECT_EQ(simcuda_pointer_range(p, &base, &bytes, &device), 2);  // pinned host memory
+  std::memset(p, 0x7e, 1 * mib + 1);
+  EXPECT_EQ(cudaFreeHost(p), cudaSuccess);  // one set of books: the runtime frees what the driver made
+  EXPECT_EQ(simcuda_pinned_host_bytes(), before);
+  EXPECT_EQ(cuMemAllocHost(&p, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(p), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFreeHost(p), CUDA_ERROR_INVALID_VALUE);  // freed already
+  EXPECT_EQ(cuMemHostAlloc(&p, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);  // a flag the driver does not have
+  EXPECT_EQ(simcuda_pinned_host_bytes(), before);
+}
+
+/// In a process of its own (SIMCUDA_GPU is read once): a driver before CUDA 12.2 has no
+/// host-located cuMemCreate. Exits 0 when the attributes say so and a host location is refused.
+[[noreturn]] void without_host_vmm() {
+  setenv("SIMCUDA_GPU", "quiet:1,memory:1GiB,host_vmm:0", 1);
+  int host = 1, numa = 1;
+  if (cuDeviceGetAttribute(&host, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0) != CUDA_SUCCESS ||
+      cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0) != CUDA_SUCCESS) {
+    std::_Exit(10);
+  }
+  if (host != 0 || numa != 0) std::_Exit(11);
+  CUmemAllocationProp prop = device_prop();
+  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemGenericAllocationHandle handle = 0;
+  if (cuMemCreate(&handle, 4 * mib, &prop, 0) == CUDA_SUCCESS) std::_Exit(12);
+  std::size_t granularity = 0;
+  if (cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS) {
+    std::_Exit(13);
+  }
+  CUmemAllocationProp on_device = device_prop();  // device memory as ever
+  if (cuMemCreate(&handle, 4 * mib, &on_device, 0) != CUDA_SUCCESS || cuMemRelease(handle) != CUDA_SUCCESS) {
+    std::_Exit(14);
+  }
+  std::_Exit(0);
+}
+
+TEST(simcuda_host_vmm, HostVmmOffPlaysADriverWithoutHostLocatedHandles) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(without_host_vmm(), ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(simcuda_memory, AddressSpaceIsFarLargerThanTheCapacity) {
   // Allocators reserve ~1.1x the capacity per pool and stream (expandable segments, cuda_vmm).
   std::vector<CUdeviceptr> reserved;
