@@ -560,10 +560,14 @@ result<offload_outcome, offload_error> engine_impl::restore(std::span<const devi
       const offloaded_range& r = offloaded_.find(start)->second;
       const std::string why = device_.last_failure();
       after_operation();
+      const char* where = device_.caps().has_host_backing
+                              ? "on the host at the same addresses (correct, slower)"
+                              : "on the host, the range unmapped (do not touch it until a restore succeeds)";
       return offload_error{e,
-                           fmt::format("restore of pages [{:#x}, +{}) on device '{}': {}{}{}; their bytes stay on the "
-                                       "host at the same addresses (correct, slower), and a later restore may succeed",
-                                       r.addr, r.bytes, device_.name(), to_string(e), why.empty() ? "" : ": ", why),
+                           fmt::format("restore of pages [{:#x}, +{}) on device '{}': {}{}{}; their bytes stay {}, and "
+                                       "a later restore may succeed",
+                                       r.addr, r.bytes, device_.name(), to_string(e), why.empty() ? "" : ": ", why,
+                                       where),
                            done};
     }
   }

@@ -237,6 +237,21 @@ def scenario_unmapping_offload_moves_the_bytes_and_says_so(torch, phasealloc):
     except RuntimeError as e:  # simcuda refuses a copy from an unmapped range; a GPU faults
         refused = str(e)
     assert refused is not None, "a copy from an unmapped offloaded tensor succeeded"
+    # A restore that finds the device full says the range stays unmapped (not "correct, slower").
+    filler = []
+    try:
+        while True:
+            filler.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda"))
+    except torch.OutOfMemoryError:
+        pass
+    try:
+        phasealloc.restore([d for _, d in tensors])
+        full = None
+    except phasealloc.OffloadOutOfMemory as e:
+        full = str(e)
+    assert full is not None and "the range unmapped" in full, full
+    del filler
+    torch.cuda.empty_cache()
     phasealloc.restore([d for _, d in tensors])
     for host, device_copy in tensors:
         assert torch.equal(device_copy.cpu(), host), "an unmapping offload lost bytes"
