@@ -37,7 +37,7 @@ needs handle.wait_stream(stream).
 
 restore() with no tensors and no tag restores every offloaded range of the device. When the GPU has
 no memory for a range even after phasealloc released its cache, restore raises OffloadOutOfMemory: the bytes
-stay on the host, correct, and a later restore may succeed.
+stay on the host, correct (unmapped, where offload_kind() is "unmapping"), and a later restore may succeed.
 """
 
 import contextlib
