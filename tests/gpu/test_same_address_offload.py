@@ -9,7 +9,7 @@ Contents are compared with copies kept on the CPU, never with another run of the
 
 import re
 
-from torch_harness import MIB, gpu_skip_reason, run, scenarios, child_main
+from torch_harness import MIB, child_main, free_port, gpu_skip_reason, run, scenarios
 
 FIELDS = ("blocks", "ranges", "page_bytes", "copied_bytes", "kept_bytes")
 
@@ -279,7 +279,7 @@ def scenario_a_dtensor_moves_its_local_shard(torch, phasealloc):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), RANK="0", WORLD_SIZE="1")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
     dist.init_process_group("nccl")
     try:
         mesh = init_device_mesh("cuda", (1,))
@@ -296,14 +296,6 @@ def scenario_a_dtensor_moves_its_local_shard(torch, phasealloc):
     finally:
         dist.destroy_process_group()
     return out["copied_bytes"]
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scenario_bad_requests_are_named(torch, phasealloc):
