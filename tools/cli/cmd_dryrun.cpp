@@ -1,5 +1,5 @@
-// phasealloc dryrun [--gpu 80GiB] [--gpus N] [--record-gpu SIZE] [--policy SPEC ...] [--json] [--html FILE]
-//                   [--trace-dir DIR] [-q] -- COMMAND [ARGS...]
+// phasealloc dryrun [--gpu 80GiB] [--gpus N] [--world-size N [--ranks LIST]] [--record-gpu SIZE]
+//                   [--policy SPEC ...] [--json] [--html FILE] [--trace-dir DIR] [-q] -- COMMAND [ARGS...]
 //
 // Design note
 // Rationale: the question users ask before they rent a GPU is "will my job fit, and with which
@@ -21,7 +21,8 @@
 //   (with several ranks: one page with a rank selector). The job's own non-zero exit status is
 //   dryrun's, after the report of what it did. A job run with PHASEALLOC_CONF=offload:auto (or
 //   calling phasealloc.offload) records its offload calls; phasealloc's replays make them again
-//   and say how many bytes moved and what the copies take at --link.
+//   and say how many bytes moved and what the copies take at --link. With --world-size the job is
+//   one rank's command, run for a few ranks of a larger job with virtual peers (virtual_ranks.hpp).
 // Limitations: recording runs under phasealloc's allocator, whose decisions do not change what the
 //   job asks for, but a job that sizes itself from free memory (vLLM's gpu_memory_utilization) sees
 //   phasealloc's free memory while recording. A job that runs out of memory while recording stops
@@ -52,6 +53,7 @@
 #include "replay_output.hpp"
 #include "text_table.hpp"
 #include "trace_input.hpp"
+#include "virtual_ranks.hpp"
 
 namespace phasealloc::cli {
 namespace {
@@ -61,6 +63,9 @@ namespace fs = std::filesystem;
 struct dryrun_args {
   std::string gpu = "80GiB";
   int gpus = 1;
+  bool gpus_given = false;
+  int world_size = 0;  ///< --world-size: 0 = the job runs whole
+  std::string ranks;   ///< --ranks: the ranks a --world-size run runs ("" = rank 0 and the last)
   std::string record_gpu;
   std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
   std::string link = "50GB/s";  ///< host link bandwidth for the time of the job's offload copies
@@ -128,6 +133,13 @@ void run_dryrun(const dryrun_args& a) {
   const std::size_t link_bytes_per_second = parse_link(a.link);
   const std::size_t record_bytes = a.record_gpu.empty() ? gpu_bytes : bytes_option("--record-gpu", a.record_gpu);
   const std::vector<std::string>& policies = a.policies.empty() ? default_policies : a.policies;
+  std::optional<virtual_ranks_plan> plan;
+  if (a.world_size != 0 || !a.ranks.empty()) {
+    if (a.world_size == 0) throw command_error("--ranks " + a.ranks + ": needs --world-size");
+    plan = plan_virtual_ranks(a.world_size, a.ranks, a.gpus_given ? std::optional<int>(a.gpus) : std::nullopt,
+                              a.command);
+  }
+  const int machine_gpus = plan ? plan->gpus_per_node : a.gpus;
 
   // Where the traces go: a folder the user named (kept), else a private one (removed).
   fs::path dir;
@@ -169,7 +181,8 @@ void run_dryrun(const dryrun_args& a) {
   // The user's SIMCUDA_GPU first; the GPU count after it (a later key wins).
   const char* user_sim = std::getenv("SIMCUDA_GPU");
   std::string sim = user_sim != nullptr ? user_sim : "quiet:1";
-  if (a.gpus > 1) sim += fmt::format("{}count:{}", sim.empty() ? "" : ",", a.gpus);
+  if (machine_gpus > 1) sim += fmt::format("{}count:{}", sim.empty() ? "" : ",", machine_gpus);
+  if (plan) sim += std::string(sim.empty() ? "" : ",") + "nccl_peers:virtual";
   env.emplace_back("SIMCUDA_GPU", sim);
   env.emplace_back("SIMCUDA_BOOKS", (dir / rank_books_pattern).string());
 
@@ -187,7 +200,24 @@ void run_dryrun(const dryrun_args& a) {
                  format_bytes(bytes_in(files)).c_str(), tty ? "   " : "\n");
     std::fflush(stderr);
   };
-  const job_result job = run_job(argv, env, alive, /*stdout_to_stderr=*/a.json);
+  job_result job;
+  if (!plan) {
+    job = run_job(argv, env, alive, /*stdout_to_stderr=*/a.json);
+  } else {
+    for (int rank : plan->ranks) {  // one after another, each alone; the first failure ends the run
+      auto rank_env = env;
+      for (auto& variable : virtual_rank_env(*plan, rank)) rank_env.push_back(std::move(variable));
+      const job_result one = run_job(argv, rank_env, alive, /*stdout_to_stderr=*/a.json);
+      job.seconds += one.seconds;
+      job.exit_status = one.exit_status;
+      job.signaled = one.signaled;
+      if (!a.quiet)
+        std::fprintf(stderr, "%sphasealloc dryrun: rank %d of %d (virtual peers) %s %d after %.1f s\n",
+                     tty && last_line >= 0 ? "\n" : "", rank, plan->world_size,
+                     one.signaled ? "killed by signal, status" : "exited with status", one.exit_status, one.seconds);
+      if (one.exit_status != 0) break;
+    }
+  }
   if (!a.quiet) {
     std::fprintf(stderr, "%sphasealloc dryrun: job %s %d after %.1f s\n", tty && last_line >= 0 ? "\n" : "",
                  job.signaled ? "killed by signal, status" : "exited with status", job.exit_status, job.seconds);
@@ -281,10 +311,12 @@ void run_dryrun(const dryrun_args& a) {
     processes.push_back(std::move(doc));
     ranks.push_back(std::move(rank));
   }
-  if (ranks.size() > 1 || a.gpus > 1) text += "\n" + render_rank_text(ranks, gpu_bytes);
+  if (ranks.size() > 1 || machine_gpus > 1) text += "\n" + render_rank_text(ranks, gpu_bytes);
+  if (plan) text += "\n" + describe(*plan);
   if (!a.html.empty()) {
     std::string generated_by = "phasealloc dryrun --gpu " + a.gpu;
-    if (a.gpus > 1) generated_by += fmt::format(" --gpus {}", a.gpus);
+    if (a.gpus_given || (!plan && a.gpus > 1)) generated_by += fmt::format(" --gpus {}", a.gpus);
+    if (plan) generated_by += fmt::format(" --world-size {}{}", plan->world_size, a.ranks.empty() ? "" : " --ranks " + a.ranks);
     generated_by += " --";
     for (const auto& c : a.command) generated_by += " " + c;
     if (ranks.size() > 1) {
@@ -301,6 +333,7 @@ void run_dryrun(const dryrun_args& a) {
                   {"seconds", job.seconds}, {"record_capacity_bytes", record_bytes}};
     out["processes"] = processes;
     out["per_rank"] = rank_json(ranks, gpu_bytes);
+    out["virtual_ranks"] = plan ? to_json(*plan) : nlohmann::json();
     std::cout << out.dump(2) << '\n';
   } else {
     std::cout << text;
@@ -323,6 +356,12 @@ void add_dryrun_command(CLI::App& app) {
   cmd->add_option("--gpus", args->gpus,
                   "simulated GPUs in the machine (SIMCUDA_GPU count), for multi-GPU jobs: torchrun --nproc-per-node N")
       ->capture_default_str();
+  cmd->add_option("--world-size", args->world_size,
+                  "dry-run a job of this many ranks by running only some of them (--ranks), each alone, the "
+                  "simulated NCCL answering for the others; the command is one rank's (python train.py, not torchrun); "
+                  "--gpus is then the GPUs per node (default: the world size, at most 8)");
+  cmd->add_option("--ranks", args->ranks,
+                  "with --world-size: the ranks to run, comma-separated (default: 0 and the last)");
   cmd->add_option("--record-gpu", args->record_gpu,
                   "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
                   "would run out of memory finish");
@@ -342,7 +381,10 @@ void add_dryrun_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
   cmd->add_option("command", args->command, "the job, after --: e.g. -- python train_ppo.py --steps 2")->required();
-  cmd->callback([args] { run_dryrun(*args); });
+  cmd->callback([args, cmd] {
+    args->gpus_given = cmd->count("--gpus") > 0;
+    run_dryrun(*args);
+  });
 }
 
 }  // namespace phasealloc::cli

@@ -40,6 +40,9 @@ TEST(simcuda_config, EveryKeyIsRead) {
   EXPECT_TRUE(c->quiet);
   EXPECT_TRUE(c->host_vmm);  // the default: a CUDA 12.2+ driver
   EXPECT_FALSE(parse_config("host_vmm:0", error)->host_vmm);
+  EXPECT_FALSE(c->nccl_virtual_peers);  // the default: every rank runs
+  EXPECT_TRUE(parse_config("nccl_peers:virtual", error)->nccl_virtual_peers);
+  EXPECT_FALSE(parse_config("nccl_peers:real", error)->nccl_virtual_peers);
 }
 
 TEST(simcuda_config, SizesTakeBinaryUnitsAndRoundToWholePages) {
@@ -69,7 +72,8 @@ TEST(simcuda_config, BadValuesNameTheKey) {
       {"events:later", "for events"},
       {"fill:300", "for fill"},
       {"strict:yes", "for strict"},
-      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm)"},
+      {"colour:blue", "unknown key 'colour' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm, nccl_peers)"},
+      {"nccl_peers:some", "bad value 'some' for nccl_peers (expected real or virtual)"},
       {"host_vmm:2", "bad value '2' for host_vmm (expected 0 or 1)"},
       {"values:fast", "bad value 'fast' for values (expected off, observable or exact)"},
       {"count", "'count' is not key:value"},

@@ -11,7 +11,7 @@ namespace simcuda {
 
 // ---------------------------------------------------------------------------------------------
 // Configuration: SIMCUDA_GPU="count:2,memory:80GiB,name:NVIDIA H100 80GB HBM3,cc:9.0,sms:132,
-//                             events:deferred:8,fill:0x00,strict:1"
+//                             events:deferred:8,fill:0x00,strict:1,nccl_peers:virtual"
 // ---------------------------------------------------------------------------------------------
 
 struct gpu_spec {
@@ -67,6 +67,10 @@ struct config {
   /// host_vmm:0 plays a driver older than CUDA 12.2: no host-located cuMemCreate (the
   /// HOST_*_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attributes read 0, a host location is refused).
   bool host_vmm = true;
+  /// nccl_peers:virtual runs one rank of a job whose other ranks are absent: every communicator of
+  /// this process is complete without them, and a collective answers as if every rank held this
+  /// rank's values (src/nccl/README.md, Note [virtual peers]).
+  bool nccl_virtual_peers = false;
 };
 
 /// The configuration, parsed once from SIMCUDA_GPU on first use. A malformed value prints one

@@ -58,6 +58,8 @@ int simcuda_device_count(void);
 const char* simcuda_value_level(void);
 /* 1 where SIMCUDA_GPU has quiet:1 (no start-up lines, simcuda's or its Python side's), else 0. */
 int simcuda_quiet(void);
+/* 1 where SIMCUDA_GPU has nccl_peers:virtual (this process is one rank; its peers are absent), else 0. */
+int simcuda_nccl_virtual_peers(void);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ def _library(required=True):
             getattr(lib, function).restype = ctypes.c_size_t
         lib.simcuda_value_level.restype = ctypes.c_char_p
         lib.simcuda_quiet.restype = ctypes.c_int
+        lib.simcuda_nccl_virtual_peers.restype = ctypes.c_int
         lib.simcuda_pointer_range.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                               ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
         _lib = lib
@@ -56,6 +57,13 @@ def quiet():
     """Whether SIMCUDA_GPU asked for no start-up lines (quiet:1)."""
     lib = _library(required=False)
     return lib is not None and lib.simcuda_quiet() == 1
+
+
+def virtual_peers():
+    """Whether SIMCUDA_GPU asked for nccl_peers:virtual: this process is one rank of a job whose other
+    ranks do not run (the dry run's --world-size)."""
+    lib = _library(required=False)
+    return lib is not None and lib.simcuda_nccl_virtual_peers() == 1
 
 
 def simulated_bytes():

@@ -48,7 +48,7 @@ import os
 import sys
 import threading
 
-from . import introspect, triton_values, values
+from . import introspect, triton_values, values, virtual_ranks
 
 _state = threading.local()
 
@@ -155,8 +155,8 @@ def _adapt_vllm_sampling(gumbel):
 
 
 def install(when_imported):
-    """Adapts torch, vLLM's sampling at the levels that compute values, and transformers' decoding at
-    values:off, when each is imported:
+    """Adapts torch, vLLM's sampling at the levels that compute values, transformers' decoding at
+    values:off and, for a rank with virtual peers, torch.distributed's rendezvous, when each is imported:
     `when_imported(module_name, callback)` is the caller's post-import hook."""
     when_imported("torch", _adapt_torch)
     if introspect.value_level() != "off":  # what a Triton kernel samples, computed as the values are
@@ -165,3 +165,4 @@ def install(when_imported):
         when_imported("triton", lambda triton: triton_values.install())
     if introspect.value_level() == "off":  # real values stop generate() by themselves
         when_imported("transformers.generation.utils", _adapt_generation)
+    virtual_ranks.when_imported(when_imported)

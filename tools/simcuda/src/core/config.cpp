@@ -138,8 +138,13 @@ std::optional<config> parse_config(const std::string& text, std::string& error) 
       else if (value == "observable") c.values = value_level::observable;
       else if (value == "off") c.values = value_level::off;
       else return bad("off, observable or exact");
+    } else if (key == "nccl_peers") {
+      if (value == "real") c.nccl_virtual_peers = false;
+      else if (value == "virtual") c.nccl_virtual_peers = true;
+      else return bad("real or virtual");
     } else {
-      error = "unknown key '" + key + "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm)";
+      error = "unknown key '" + key +
+              "' (valid: count, memory, name, cc, sms, events, fill, strict, quiet, values, host_vmm, nccl_peers)";
       return std::nullopt;
     }
   }

@@ -48,5 +48,6 @@ size_t simcuda_capacity_bytes(void) { return simcuda::current_config().gpu.memor
 int simcuda_device_count(void) { return simcuda::device_count(); }
 const char* simcuda_value_level(void) { return simcuda::value_level_name(simcuda::current_config().values); }
 int simcuda_quiet(void) { return simcuda::current_config().quiet ? 1 : 0; }
+int simcuda_nccl_virtual_peers(void) { return simcuda::current_config().nccl_virtual_peers ? 1 : 0; }
 
 }  // extern "C"

@@ -54,14 +54,21 @@ reduction reduction_of(const operation& op) {
 }
 
 // One step's exchange: this rank's slot of the current bank, the barrier, then the peers' slots.
+// With virtual peers every rank's slot is this rank's (each absent rank holds this rank's values)
+// and there is nobody to wait for.
 struct exchange {
   ncclComm& comm;
   const char* function;
 
-  char* mine() const { return comm.shared.slot(comm.rank, comm.bank); }
-  char* of(int rank) const { return comm.shared.slot(rank, comm.bank); }
-  ncclResult_t publish() { return comm.shared.barrier(function); }
+  char* mine() const {
+    return comm.virtual_peers ? comm.staging.data() + static_cast<std::size_t>(comm.bank) * slot_bytes
+                              : comm.shared.slot(comm.rank, comm.bank);
+  }
+  char* of(int rank) const { return comm.virtual_peers ? mine() : comm.shared.slot(rank, comm.bank); }
+  ncclResult_t publish() { return comm.virtual_peers ? ncclSuccess : comm.shared.barrier(function); }
   void done() { comm.bank ^= 1; }
+  /// Whether `rank` runs in this process's job: with virtual peers only this rank does.
+  bool present(int rank) const { return !comm.virtual_peers || rank == comm.rank; }
 };
 
 const char* in(const void* base, std::size_t offset) { return static_cast<const char*>(base) + offset; }
@@ -108,6 +115,7 @@ ncclResult_t run_collective(const operation& op) {
     x.done();
     return ncclSuccess;
   }
+  if (comm.virtual_peers && comm.staging.empty()) comm.staging.resize(2 * slot_bytes);
   const reduction how = reduction_of(op);
   std::vector<const void*> inputs(static_cast<std::size_t>(n));
 
@@ -131,7 +139,8 @@ ncclResult_t run_collective(const operation& op) {
         std::size_t c = std::min(whole, op.count - at);
         if (me == op.peer) std::memcpy(x.mine(), in(op.send, at * esize), c * esize);
         if (ncclResult_t r = x.publish(); r != ncclSuccess) return r;
-        std::memmove(out(op.recv, at * esize), x.of(op.peer), c * esize);
+        // An absent root holds this rank's values: the buffer stays as it is.
+        if (x.present(op.peer)) std::memmove(out(op.recv, at * esize), x.of(op.peer), c * esize);
         x.done();
       }
       return ncclSuccess;
@@ -153,6 +162,10 @@ ncclResult_t run_collective(const operation& op) {
     case op_kind::all_to_all:
     case op_kind::scatter:
       // Each step moves `c` elements of every rank's block: the slot holds n pieces, piece d for rank d.
+      if (piece == 0)
+        return fail(ncclInvalidUsage, op.function,
+                    "%d ranks' pieces of %zu-byte elements do not fit the simulator's %zu-byte staging slot", n, esize,
+                    slot_bytes);
       for (std::size_t at = 0; at < op.count; at += piece) {
         std::size_t c = std::min(piece, op.count - at);
         if (op.kind != op_kind::scatter || me == op.peer)
@@ -168,7 +181,7 @@ ncclResult_t run_collective(const operation& op) {
           for (int k = 0; k < n; ++k)
             std::memcpy(out(op.recv, (static_cast<std::size_t>(k) * op.count + at) * esize), x.of(k) + my_piece,
                         c * esize);
-        } else {
+        } else if (x.present(op.peer)) {  // an absent root's scatter leaves the buffer as it is
           std::memmove(out(op.recv, at * esize), x.of(op.peer) + my_piece, c * esize);
         }
         x.done();

@@ -62,14 +62,21 @@ ncclResult_t create_communicator(const std::string& name, int nranks, int rank, 
   comm->device = current_device();
   comm->blocking = blocking;
   mark_device_active(comm->device);
-  // The ranks' GPUs are the machine's (each rank's ordinal may be 0 under CUDA_VISIBLE_DEVICES).
-  const int gpu = machine_device(comm->device);
-  if (ncclResult_t r = comm->shared.join(name, nranks, rank, gpu, function); r != ncclSuccess) return r;
-  // NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
-  for (int r = 0; r < nranks; ++r)
-    if (r != rank && comm->shared.header().device[r] == gpu)
-      return fail(ncclInvalidUsage, function, "duplicate GPU detected: rank %d and rank %d both use GPU %d", rank, r,
-                  gpu);
+  comm->virtual_peers = current_config().nccl_virtual_peers;
+  if (comm->virtual_peers) {
+    // Nobody to meet: the communicator is complete with this rank alone (Note [virtual peers]).
+    if (nranks < 1) return fail(ncclInvalidArgument, function, "nranks %d is below 1", nranks);
+    if (rank < 0 || rank >= nranks) return fail(ncclInvalidArgument, function, "rank %d is outside 0..%d", rank, nranks - 1);
+  } else {
+    // The ranks' GPUs are the machine's (each rank's ordinal may be 0 under CUDA_VISIBLE_DEVICES).
+    const int gpu = machine_device(comm->device);
+    if (ncclResult_t r = comm->shared.join(name, nranks, rank, gpu, function); r != ncclSuccess) return r;
+    // NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && comm->shared.header().device[r] == gpu)
+        return fail(ncclInvalidUsage, function, "duplicate GPU detected: rank %d and rank %d both use GPU %d", rank, r,
+                    gpu);
+  }
   comm->memory = std::make_unique<comm_memory>(comm->device, nranks);
   if (!sizing().runtime_connect && !comm->memory->connect_ring())
     return fail(ncclUnhandledCudaError, function, "out of memory on device %d for the connection buffers",
@@ -140,7 +147,9 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
                        const simcuda_nccl_config_head* config, const char* function) {
   if (comm == nullptr) return fail(ncclInvalidArgument, function, "comm argument is NULL");
   *comm = nullptr;
-  if (std::memcmp(id.internal, id_magic, sizeof id_magic) != 0)
+  // With virtual peers the id names nothing (a rank that is not its communicator's rank 0 reads it
+  // from a store its absent rank 0 never wrote: the dry run's store answers zeros).
+  if (!simcuda::current_config().nccl_virtual_peers && std::memcmp(id.internal, id_magic, sizeof id_magic) != 0)
     return fail(ncclInvalidArgument, function, "the unique id was not made by ncclGetUniqueId of the simulated NCCL");
   bool blocking = true;
   if (config != nullptr) {
@@ -184,6 +193,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     return fail(ncclInvalidArgument, function, "color %d is negative (and not NCCL_SPLIT_NOCOLOR)", color);
   if (config != nullptr && config->magic != SIMCUDA_NCCL_CONFIG_MAGIC)
     return fail(ncclInvalidArgument, function, "config was not initialised with NCCL_CONFIG_INITIALIZER");
+  if (comm->virtual_peers)
+    return fail(ncclInvalidUsage, function,
+                "with virtual peers (nccl_peers:virtual) a split cannot know the absent ranks' colors, so not the "
+                "child's size: make the group with its own unique id (torch: init_process_group without device_id)");
   segment_header& h = comm->shared.header();
   h.split_color[comm->rank] = color;
   h.split_key[comm->rank] = key;
@@ -254,7 +267,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   if (ncclResult_t r = check_comm(comm, "ncclCommAbort"); r != ncclSuccess) return r;
-  comm->shared.abort();
+  if (!comm->virtual_peers) comm->shared.abort();
   // An operation blocked in another thread sees the abort within a wait (2 ms) and returns.
   while (comm->in_flight.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   retire_communicator(comm);

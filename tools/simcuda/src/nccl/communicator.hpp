@@ -32,7 +32,11 @@ struct ncclComm {
   int device = 0;
   bool blocking = true;
   state status = state::active;
-  simcuda::nccl::segment shared;
+  /// The other ranks are absent (nccl_peers:virtual): no shared segment; a collective answers as
+  /// if every rank held this rank's values, staged in `staging` (Note [virtual peers]).
+  bool virtual_peers = false;
+  simcuda::nccl::segment shared;  ///< joined only when the peers are real
+  std::vector<char> staging;      ///< two banks of one slot, made at the first collective that moves bytes
   std::unique_ptr<simcuda::nccl::comm_memory> memory;
   int bank = 0;              ///< the staging bank the next collective step writes
   std::uint32_t splits = 0;  ///< ncclCommSplit calls so far (names the children)

@@ -71,6 +71,28 @@ ncclResult_t check_peer(const transfer& t) {
               t.op->kind == op_kind::send ? "send to it" : "receive from it");
 }
 
+// With virtual peers (Note [virtual peers]): a send to an absent rank is taken, a receive from one
+// leaves its buffer as it is; what a rank sends itself in the batch is what it receives, in order.
+void run_virtual(const std::vector<operation>& ops) {
+  const bool copy = current_config().values != value_level::off;
+  std::vector<const operation*> self_sends;
+  for (const operation& op : ops)
+    if (op.kind == op_kind::send && op.peer == op.comm->rank) self_sends.push_back(&op);
+  std::size_t next_send = 0, send_at = 0;
+  for (const operation& op : ops) {
+    if (op.kind != op_kind::recv || op.peer != op.comm->rank) continue;
+    std::size_t want = op.count * element_bytes(op.type), got = 0;
+    while (got < want && next_send < self_sends.size()) {
+      const operation& s = *self_sends[next_send];
+      std::size_t left = s.count * element_bytes(s.type) - send_at, n = std::min(left, want - got);
+      if (copy) std::memcpy(static_cast<char*>(op.recv) + got, static_cast<const char*>(s.send) + send_at, n);
+      got += n;
+      send_at += n;
+      if (send_at == s.count * element_bytes(s.type)) ++next_send, send_at = 0;
+    }
+  }
+}
+
 }  // namespace
 
 ncclResult_t run_p2p(const std::vector<operation>& ops) {
@@ -82,6 +104,10 @@ ncclResult_t run_p2p(const std::vector<operation>& ops) {
                   "out of memory on device %d for the point-to-point buffers of peer %d", op.comm->device, op.peer);
     if (ncclResult_t r = enter_stream(op); r != ncclSuccess) return r;
     pending.push_back({&op, op.count * element_bytes(op.type)});
+  }
+  if (!ops.empty() && ops.front().comm->virtual_peers) {
+    run_virtual(ops);
+    return ncclSuccess;
   }
   auto finished = [](const transfer& t) { return t.done == t.bytes; };
   unsigned idle_passes = 0;

@@ -1,0 +1,118 @@
+"""One rank of a distributed job whose other ranks do not run (SIMCUDA_GPU nccl_peers:virtual, the dry
+run's --world-size): torch.distributed's rendezvous gets a store that needs no peers.
+
+Rationale: a rank's memory depends on the world size (its shards, its buckets, NCCL's buffers), not on
+the other ranks' values, so a dry run of a 256-rank job needs only the ranks whose memory can differ.
+The simulated NCCL completes every communicator and collective with this rank alone (src/nccl/README.md,
+Note [virtual peers]); what is left is the rendezvous, where torch.distributed's TCPStore would wait for
+every rank to connect and a rank would read keys its peers write.
+
+Approach: when torch.distributed.rendezvous is imported, its store factory (_create_c10d_store, used by
+the env:// and tcp:// init methods, torchrun's included) is replaced by a store of this process alone.
+It keeps what this rank writes. A wait for keys nobody here wrote returns at once: the absent ranks are
+taken to have written them (torch's store-based barrier). A read of a key nobody here wrote answers only
+the one kind of key a rank must read from another to go on, a communicator's NCCL unique id (which
+torch's ProcessGroupNCCL keeps under a counter), with zeros: with
+virtual peers the id names nothing. Any other such read is an error naming the key, not a guess.
+
+Limitations: a job that makes its own store (torch.distributed.TCPStore(...) passed to
+init_process_group) or exchanges values through the store waits or fails there; a group made by
+splitting a communicator (init_process_group with device_id) is refused by the simulated NCCL, which
+cannot know the absent ranks' colors.
+"""
+
+import sys
+from datetime import timedelta
+
+NCCL_UNIQUE_ID_BYTES = 128
+
+
+def _is_nccl_id_key(key):
+    """Where torch's ProcessGroupNCCL keeps a communicator's unique id: under a counter, "N" (before
+    torch 2.15) or "nccl_storekey_N", and "nccl_storekey_N_R" for the id of root R of a scalable init
+    (one id per so many ranks, each written by its own root)."""
+    last = key.rsplit("/", 1)[-1]
+    if last.startswith("nccl_storekey_"):
+        last = last[len("nccl_storekey_"):].replace("_", "")
+    return last.isdigit()
+
+
+def make_store():
+    import torch.distributed as dist
+
+    class virtual_store(dist.Store):
+        """The rendezvous store of a rank whose peers are absent."""
+
+        def __init__(self):
+            super().__init__()
+            self._values = {}
+            self._timeout = timedelta(minutes=30)
+
+        def set(self, key, value):
+            self._values[key] = value if isinstance(value, bytes) else str(value).encode()
+
+        def get(self, key):
+            if key in self._values:
+                return self._values[key]
+            if _is_nccl_id_key(key):
+                return bytes(NCCL_UNIQUE_ID_BYTES)
+            raise RuntimeError(
+                "simcuda (virtual ranks): this rank reads store key %r, which only an absent rank writes; a job "
+                "that exchanges values through the store cannot run with virtual peers" % key)
+
+        def add(self, key, amount):
+            now = int(self._values.get(key, b"0")) + int(amount)
+            self._values[key] = str(now).encode()
+            return now
+
+        def compare_set(self, key, expected, desired):
+            current = self._values.get(key)
+            expected = expected if isinstance(expected, bytes) else str(expected).encode()
+            if (current is None and expected == b"") or current == expected:
+                self._values[key] = desired if isinstance(desired, bytes) else str(desired).encode()
+                return self._values[key]
+            return current if current is not None else expected
+
+        def append(self, key, value):
+            self._values[key] = self._values.get(key, b"") + (value if isinstance(value, bytes) else value.encode())
+
+        def check(self, keys):
+            return True  # the absent ranks' keys are taken to be there
+
+        def wait(self, keys, timeout=None):
+            return None  # as check()
+
+        def delete_key(self, key):
+            return self._values.pop(key, None) is not None
+
+        def num_keys(self):
+            return len(self._values)
+
+        def set_timeout(self, timeout):
+            self._timeout = timeout
+
+        @property
+        def timeout(self):
+            return self._timeout
+
+    return virtual_store()
+
+
+def _create_store(hostname, port, rank, world_size, timeout, use_libuv=True):
+    return make_store()
+
+
+def install(rendezvous):
+    """Replaces the store factory of torch.distributed.rendezvous (the module, just imported)."""
+    rendezvous._create_c10d_store = _create_store
+
+
+def when_imported(hook):
+    """Installs the rendezvous store when torch.distributed.rendezvous is imported (`hook` is the
+    post-import hook of the start-up code), where this process is a rank with virtual peers."""
+    from . import introspect
+
+    if introspect.virtual_peers():
+        hook("torch.distributed.rendezvous", install)
+        if not introspect.quiet():
+            print("simcuda: virtual peers: this process is one rank; the others do not run", file=sys.stderr)
