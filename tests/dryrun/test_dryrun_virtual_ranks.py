@@ -44,6 +44,9 @@ def check_equal(world, tmp_path):
         "world_size": world, "gpus_per_node": world, "ran": list(range(world)),
         "stand_in": "a collective answers as if every absent rank held the running rank's values"}
     assert full["virtual_ranks"] is None
+    # How each answer was obtained, from each process's own books.
+    assert [(p["values"], p["virtual_peers"]) for p in full["processes"]] == [("off", False)] * world
+    assert [(p["values"], p["virtual_peers"]) for p in virtual["processes"]] == [("off", True)] * world
     for rank in range(world):
         assert "rank %d/%d: tiny, 2 steps" % (rank, world) in log, log[-4000:]
         assert "rank %d of %d (virtual peers) exited with status 0" % (rank, world) in log, log[-4000:]
@@ -83,6 +86,7 @@ def test_a_256_rank_job_runs_the_ranks_named_and_finds_the_one_that_runs_out(tmp
     text = dryrun(["--gpu", "512MiB", "--record-gpu", "4GiB", "--world-size", "256", "--ranks", "0,1", "--html", ""],
                   job)
     assert text.returncode == 0, text.stderr[-6000:]
+    assert "Values on the simulated GPU: observable in every process" in text.stdout, text.stdout[-3000:]
     assert ("Virtual ranks: ranks 0 and 1 of 256 ran, each alone (8 GPUs per node): the simulated NCCL answered "
             "for each one's 255 peers") in text.stdout, text.stdout[-3000:]
 

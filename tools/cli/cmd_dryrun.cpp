@@ -127,6 +127,19 @@ std::string verdicts(const replay_report& r) {
   return out;
 }
 
+/// How the answers were obtained: the value level each process ran at (from its books).
+std::string values_line(const std::vector<rank_replay>& ranks) {
+  std::map<std::string, int> levels;
+  for (const rank_replay& r : ranks) ++levels[r.books ? r.books->values : "unknown (no books)"];
+  std::string which;
+  for (const auto& [level, n] : levels)
+    which += fmt::format("{}{}{}", which.empty() ? "" : ", ", level,
+                         levels.size() == 1 ? (ranks.size() == 1 ? "" : " in every process") : fmt::format(" in {}", n));
+  return fmt::format("Values on the simulated GPU: {} (off: no kernel computed; observable: all but the heavy "
+                     "products; exact: all)\n",
+                     which);
+}
+
 void run_dryrun(const dryrun_args& a) {
   if (a.command.empty()) throw command_error("dryrun needs the job's command after --, e.g. -- python train.py");
   const std::size_t gpu_bytes = bytes_option("--gpu", a.gpu);
@@ -275,7 +288,8 @@ void run_dryrun(const dryrun_args& a) {
     rank_replay rank;
     rank.who = identities[i];
     rank.shares_name = pids_by_name[{rank.who.rank, rank.who.role}].size() > 1;
-    rank.nccl_bytes = nccl_peak_bytes(dir.string(), rank.who.pid, rank.who.device);
+    rank.books = read_books(dir.string(), rank.who.pid, rank.who.device);
+    if (rank.books) rank.nccl_bytes = rank.books->nccl_peak_bytes;
     const std::size_t nccl = rank.nccl_bytes.value_or(0);
     if (nccl >= gpu_bytes) {
       throw command_error(fmt::format("--gpu {}: NCCL's buffers alone take {} on rank {}'s GPU", a.gpu,
@@ -308,11 +322,14 @@ void run_dryrun(const dryrun_args& a) {
     doc["role"] = rank.who.role.empty() ? nlohmann::json() : nlohmann::json(rank.who.role);
     doc["device"] = rank.who.device;
     doc["nccl_peak_bytes"] = rank.nccl_bytes ? nlohmann::json(*rank.nccl_bytes) : nlohmann::json();
+    doc["values"] = rank.books ? nlohmann::json(rank.books->values) : nlohmann::json();
+    doc["virtual_peers"] = rank.books ? nlohmann::json(rank.books->virtual_peers) : nlohmann::json();
     processes.push_back(std::move(doc));
     ranks.push_back(std::move(rank));
   }
   if (ranks.size() > 1 || machine_gpus > 1) text += "\n" + render_rank_text(ranks, gpu_bytes);
-  if (plan) text += "\n" + describe(*plan);
+  text += "\n" + values_line(ranks);
+  if (plan) text += describe(*plan);
   if (!a.html.empty()) {
     std::string generated_by = "phasealloc dryrun --gpu " + a.gpu;
     if (a.gpus_given || (!plan && a.gpus > 1)) generated_by += fmt::format(" --gpus {}", a.gpus);

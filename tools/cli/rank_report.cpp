@@ -75,20 +75,24 @@ std::optional<rank_identity> identity_from_trace_name(const std::string& file_na
   return who;
 }
 
-std::optional<std::size_t> nccl_peak_bytes(const std::string& dir, long long pid, int device) {
+std::optional<process_books> read_books(const std::string& dir, long long pid, int device) {
   const fs::path path = fs::path(dir) / fmt::format("books.{}.json", pid);
   std::ifstream in(path);
   if (!in) return std::nullopt;
   nlohmann::json books;
   try {
     in >> books;
+    process_books out;
+    out.values = books.at("values").get<std::string>();
+    out.virtual_peers = books.at("nccl_peers").get<std::string>() == "virtual";
     for (const auto& d : books.at("devices")) {
-      if (d.at("device").get<int>() == device) return d.at("peak_nccl_bytes").get<std::size_t>();
+      // A device the process held nothing on outside the allocator is not listed: NCCL's bytes 0.
+      if (d.at("device").get<int>() == device) out.nccl_peak_bytes = d.at("peak_nccl_bytes").get<std::size_t>();
     }
+    return out;
   } catch (const nlohmann::json::exception& e) {
     throw command_error(fmt::format("{}: not the simulator's books file ({})", path.string(), e.what()));
   }
-  return std::size_t{0};  // the process wrote books but held nothing on this device outside the allocator
 }
 
 std::string render_rank_text(const std::vector<rank_replay>& ranks, std::size_t gpu_bytes) {

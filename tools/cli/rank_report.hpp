@@ -48,15 +48,23 @@ inline constexpr const char* rank_books_pattern = "books.%p.json";
 /// Parses a name written under rank_trace_pattern; nullopt for another name.
 std::optional<rank_identity> identity_from_trace_name(const std::string& file_name);
 
-/// NCCL's peak bytes on `device` of process `pid`, from its books in `dir`; nullopt when the
-/// process wrote none. Throws command_error for a books file that is not the simulator's.
-std::optional<std::size_t> nccl_peak_bytes(const std::string& dir, long long pid, int device);
+/// What the simulator's books say of one process (SIMCUDA_BOOKS, tools/simcuda/src/core/books_file.cpp).
+struct process_books {
+  std::size_t nccl_peak_bytes = 0;  ///< NCCL's peak on the process's device
+  std::string values;               ///< the value level it ran at ("off", "observable", "exact")
+  bool virtual_peers = false;       ///< nccl_peers:virtual: its peers did not run
+};
+
+/// The books of process `pid` in `dir`, for `device`; nullopt when the process wrote none. Throws
+/// command_error for a books file that is not the simulator's.
+std::optional<process_books> read_books(const std::string& dir, long long pid, int device);
 
 /// One recorded process: who it was, NCCL's memory, and its replays.
 struct rank_replay {
   rank_identity who;
   bool shares_name = false;  ///< Another process has the same rank and role: rank_label adds the pid.
   std::optional<std::size_t> nccl_bytes;
+  std::optional<process_books> books;
   replay_report report;  ///< Replayed at the GPU's capacity minus nccl_bytes.
 };
 

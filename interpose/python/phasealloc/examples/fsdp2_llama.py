@@ -6,12 +6,15 @@ then the whole model with FSDP2 (`fully_shard`), materialises only its own shard
 (`to_empty`) and initialises it with random weights (nothing is downloaded), then runs training
 steps: forward and backward over a batch of random token ids, then an AdamW step. The shapes are
 Hugging Face LlamaConfig's; `llama3-8b` is Llama-3-8B's (32 layers, hidden 4096, MLP 14336, 32
-heads, 8 KV heads, vocabulary 128256).
+heads, 8 KV heads, vocabulary 128256); `llama3-70b` is Llama-3-70B's (80 layers, hidden 8192, MLP
+28672, 64 heads, 8 KV heads).
 
 The script does not mention phasealloc. To ask whether it fits on 8 GPUs of 80 GiB without them:
   phasealloc dryrun --values off --gpu 80GiB --gpus 8 -- torchrun --nproc-per-node 8 -m phasealloc.examples.fsdp2_llama
 (--values off: no kernel's values are computed, so the simulated GPUs' memory costs this machine
-nothing; the job reads no device value.)
+nothing; the job reads no device value.) A job of more GPUs than this machine can run whole runs a few
+of its ranks, the others virtual:
+  phasealloc dryrun --values off --gpu 80GiB --world-size 256 -- python -m phasealloc.examples.fsdp2_llama --shape llama3-70b
 """
 
 import argparse
@@ -21,6 +24,7 @@ import time
 
 SHAPES = {
     # name: (layers, hidden, intermediate, heads, kv heads, vocabulary)
+    "llama3-70b": (80, 8192, 28672, 64, 8, 128256),
     "llama3-8b": (32, 4096, 14336, 32, 8, 128256),
     "llama3-1b": (16, 2048, 8192, 32, 8, 128256),
     "tiny": (2, 64, 128, 4, 2, 256),

@@ -2,7 +2,7 @@
 sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
 keep PyTorch's and transformers' own choices).
 
-Rationale: on the simulator kernels do not run, so what a real job relies on breaks in six places:
+Rationale: on the simulator kernels do not run, so what a real job relies on breaks in seven places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
   its cuDNN backend, and the simulator does not emulate cuDNN (it fails with
   "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"). The cuDNN backend is switched off, so SDPA uses
@@ -28,6 +28,8 @@ Rationale: on the simulator kernels do not run, so what a real job relies on bre
 - **Triton kernels at values:exact** (triton_values.py): Triton's interpreter runs each launch on
   the CPU into device memory, so vLLM's model runner (which builds its inputs with Triton kernels)
   computes what a GPU would.
+- **A rank without its peers** (virtual_ranks.py): under nccl_peers:virtual, torch.distributed's
+  rendezvous would wait for ranks that never start; it gets a store of this process alone.
 - **A clean exit.** Every graph backward() runs keeps Python objects (the thread-local state it
   started under: the caller's contextvars, the value mode), and the device thread that ran its
   CUDA nodes may drop the last reference just after backward() has returned on the main thread.

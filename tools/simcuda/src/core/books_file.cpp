@@ -12,8 +12,8 @@
 //   handler is registered, so the handler runs before the configuration's static is destroyed (the
 //   books themselves are never destroyed). Only devices that held memory are written. The file is
 //   written to a temporary name and renamed, so a reader never sees half of one.
-//   {"pid": P, "rank": R|null, "local_rank": L|null, "capacity_bytes": C,
-//    "devices": [{"device": D, "peak_mapped_bytes": M, "peak_nccl_bytes": N, "nccl_bytes_at_exit": X}]}
+//   {"pid": P, "rank": R|null, "local_rank": L|null, "capacity_bytes": C, "values": LEVEL,
+//    "nccl_peers": "real"|"virtual", "devices": [{"device": D, "peak_mapped_bytes": M, "peak_nccl_bytes": N, "nccl_bytes_at_exit": X}]}
 // Limitations: a process that ends without exit handlers (killed, _exit, os._exit) keeps the file
 //   of NCCL's last new peak, if any: its peak_mapped_bytes is the peak up to then, and
 //   nccl_bytes_at_exit what NCCL held then.
@@ -85,9 +85,12 @@ void write_books_file() {
     std::fprintf(stderr, "simcuda: SIMCUDA_BOOKS: cannot write %s\n", partial.c_str());
     return;
   }
-  std::fprintf(f, "{\"pid\": %lld, \"rank\": %s, \"local_rank\": %s, \"capacity_bytes\": %zu, \"devices\": [%s]}\n",
+  std::fprintf(f,
+               "{\"pid\": %lld, \"rank\": %s, \"local_rank\": %s, \"capacity_bytes\": %zu, \"values\": \"%s\", "
+               "\"nccl_peers\": \"%s\", \"devices\": [%s]}\n",
                static_cast<long long>(getpid()), env_integer("RANK").c_str(), env_integer("LOCAL_RANK").c_str(),
-               current_config().gpu.memory_bytes, devices.c_str());
+               current_config().gpu.memory_bytes, value_level_name(current_config().values),
+               current_config().nccl_virtual_peers ? "virtual" : "real", devices.c_str());
   const bool ok = std::fclose(f) == 0 && std::rename(partial.c_str(), path.c_str()) == 0;
   if (!ok) std::fprintf(stderr, "simcuda: SIMCUDA_BOOKS: cannot write %s\n", path.c_str());
 }
