@@ -66,6 +66,22 @@ def test_four_virtual_ranks_of_fsdp2_equal_the_full_run(tmp_path):
     check_equal(4, tmp_path)
 
 
+def test_virtual_ranks_of_a_device_mesh_equal_the_full_run():
+    """A 2x2 mesh made by splitting the default group's communicator (tests/dryrun/mesh_job.py): with
+    virtual peers the groups are made without a split, and every rank's peaks and NCCL's buffers (three
+    communicators) equal the full run's."""
+    job = [os.path.join(HERE, "mesh_job.py")]
+    full = dryrun(["--gpu", "8GiB", "--gpus", "4", "--json", "--html", ""],
+                  ["-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-port", str(free_port())] + job)
+    assert full.returncode == 0, full.stderr[-6000:]
+    virtual = dryrun(["--gpu", "8GiB", "--world-size", "4", "--ranks", "0,1,2,3", "--json", "--html", ""], job)
+    assert virtual.returncode == 0, virtual.stderr[-6000:]
+    got, want = peaks(json.loads(virtual.stdout)), peaks(json.loads(full.stdout))
+    assert sorted(got) == [0, 1, 2, 3] and got == want, (got, want)
+    assert all(nccl == 3 * nccl_model_bytes(CHANNELS) for nccl, _ in got.values()), got
+    assert got[1][1]["pytorch"][0] > got[0][1]["pytorch"][0]  # the second tensor-parallel position holds more
+
+
 def test_a_256_rank_job_runs_the_ranks_named_and_finds_the_one_that_runs_out(tmp_path):
     """Rank 1 of the uneven job holds 512 MiB more: of a 256-rank job, ranks 0 and 1 run (the other 254
     never start), NCCL's buffers are a rank's of 256, and on a 512 MiB GPU rank 1 runs out first."""

@@ -20,8 +20,8 @@
 // Limitations: values that cross ranks are stand-ins (this rank's own), so a job whose allocations
 //   depend on another rank's values (data-dependent routing across experts, a batch size agreed by
 //   an all-reduce of different numbers) can differ from the full run; the report says how each
-//   answer was obtained. A job that exchanges values through the rendezvous store, or splits
-//   communicators (init_process_group with device_id, then new_group), stops with the reason.
+//   answer was obtained. A job that exchanges values through the rendezvous store stops with the
+//   reason.
 #pragma once
 
 #include <optional>

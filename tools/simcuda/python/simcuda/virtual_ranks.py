@@ -14,11 +14,13 @@ taken to have written them (torch's store-based barrier). A read of a key nobody
 the one kind of key a rank must read from another to go on, a communicator's NCCL unique id (which
 torch's ProcessGroupNCCL keeps under a counter), with zeros: with
 virtual peers the id names nothing. Any other such read is an error naming the key, not a guess.
+Groups (new_group, split_group, a device mesh's dimensions) are made with their own unique ids even
+where torch would split the default group's communicator (init_process_group with device_id): a split
+cannot know the absent ranks' colors, so not its size, and the simulator models no memory a split
+shares. split_group(parent, split_ranks) becomes a new_group per list of ranks, this rank's returned.
 
 Limitations: a job that makes its own store (torch.distributed.TCPStore(...) passed to
-init_process_group) or exchanges values through the store waits or fails there; a group made by
-splitting a communicator (init_process_group with device_id) is refused by the simulated NCCL, which
-cannot know the absent ranks' colors.
+init_process_group) or exchanges values through the store waits or fails there.
 """
 
 import sys
@@ -82,11 +84,15 @@ def make_store():
         def wait(self, keys, timeout=None):
             return None  # as check()
 
-        def delete_key(self, key):
+        # c10d calls these three by their C++ names (its trampoline's pure virtuals).
+        def deleteKey(self, key):  # noqa: N802
             return self._values.pop(key, None) is not None
 
-        def num_keys(self):
+        def getNumKeys(self):  # noqa: N802
             return len(self._values)
+
+        def clone(self):
+            return self  # another client of the same store: this process's
 
         def set_timeout(self, timeout):
             self._timeout = timeout
@@ -95,7 +101,12 @@ def make_store():
         def timeout(self):
             return self._timeout
 
-    return virtual_store()
+    store = virtual_store()
+    _stores.append(store)  # c10d holds the C++ half only: the Python half (its methods) must outlive it
+    return store
+
+
+_stores = []
 
 
 def _create_store(hostname, port, rank, world_size, timeout, use_libuv=True):
@@ -107,6 +118,33 @@ def install(rendezvous):
     rendezvous._create_c10d_store = _create_store
 
 
+def _split_group_without_split(c10d):
+    def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
+        """split_group made of new_group calls, one per list of ranks (global ranks of the default group,
+        as torch's split_group takes them); this rank's group, or NON_GROUP_MEMBER."""
+        if parent_pg is not None and parent_pg is not c10d._get_default_group():
+            raise RuntimeError("simcuda (virtual ranks): split_group of a group other than the default one is not "
+                               "emulated with virtual peers")
+        me = c10d.get_rank()
+        mine = c10d.GroupMember.NON_GROUP_MEMBER
+        for ranks in split_ranks or []:
+            group = c10d.new_group(ranks, timeout=timeout, pg_options=pg_options, group_desc=group_desc)
+            if me in ranks:
+                mine = group
+        return mine
+
+    return split_group
+
+
+def _no_split(distributed_c10d):
+    """torch.distributed.distributed_c10d, just imported: its groups never split a communicator (the
+    modules that take split_group by name, torch.distributed.device_mesh, import it after this)."""
+    if hasattr(distributed_c10d, "_get_split_source"):
+        distributed_c10d._get_split_source = lambda *args, **kwargs: None
+    if hasattr(distributed_c10d, "split_group"):
+        distributed_c10d.split_group = _split_group_without_split(distributed_c10d)
+
+
 def when_imported(hook):
     """Installs the rendezvous store when torch.distributed.rendezvous is imported (`hook` is the
     post-import hook of the start-up code), where this process is a rank with virtual peers."""
@@ -114,5 +152,6 @@ def when_imported(hook):
 
     if introspect.virtual_peers():
         hook("torch.distributed.rendezvous", install)
+        hook("torch.distributed.distributed_c10d", _no_split)
         if not introspect.quiet():
             print("simcuda: virtual peers: this process is one rank; the others do not run", file=sys.stderr)
