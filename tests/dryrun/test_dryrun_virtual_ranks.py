@@ -82,6 +82,25 @@ def test_virtual_ranks_of_a_device_mesh_equal_the_full_run():
     assert got[1][1]["pytorch"][0] > got[0][1]["pytorch"][0]  # the second tensor-parallel position holds more
 
 
+def test_the_fsdp2_grpo_example_runs_its_phases_and_offloads_idle_state():
+    """phasealloc.examples.fsdp2_grpo (policy and reference sharded with FSDP2) as one virtual rank of 8 at
+    values:off: the four phases are detected, and under offload:auto phasealloc's replay moves pages
+    (the reference outside inference, AdamW's state outside the optimizer step) where PyTorch's refuses."""
+    job = ["-m", "phasealloc.examples.fsdp2_grpo", "--shape", "llama3-1b", "--prompt-tokens", "16", "--new-tokens", "8"]
+    out = dryrun(["--values", "off", "--gpu", "80GiB", "--world-size", "8", "--ranks", "3", "--json", "--html", ""], job,
+                 conf="offload:auto")
+    assert out.returncode == 0, out.stderr[-6000:]
+    assert "rank 3/8: GRPO llama3-1b, 2 steps of 1 x 8 responses of 16+8 tokens" in out.stderr, out.stderr[-3000:]
+    (rank,) = json.loads(out.stdout)["per_rank"]["ranks"]
+    assert rank["rank"] == 3 and rank["device"] == 3
+    by_policy = {res["policy"]: res for res in json.loads(out.stdout)["processes"][0]["results"]}
+    for res in by_policy.values():
+        assert [p["name"] for p in res["phases"]] == ["unphased", "generation", "inference", "training", "optimizer"]
+    ours = next(res for name, res in by_policy.items() if name.startswith("phasealloc"))
+    assert ours["offloaded_bytes"] > 0 and ours["offload_failures"] == 0, ours
+    assert by_policy["pytorch"]["offloaded_bytes"] == 0 and by_policy["pytorch"]["offload_failures"] > 0
+
+
 def test_a_256_rank_job_runs_the_ranks_named_and_finds_the_one_that_runs_out(tmp_path):
     """Rank 1 of the uneven job holds 512 MiB more: of a 256-rank job, ranks 0 and 1 run (the other 254
     never start), NCCL's buffers are a rank's of 256, and on a 512 MiB GPU rank 1 runs out first."""

@@ -46,35 +46,28 @@ def parse_args(argv):
     return args
 
 
-def build(args, torch):
+def build(shape, dtype, seq, torch):
+    """A Llama of SHAPES[shape] on the meta device (no memory anywhere)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    layers, hidden, intermediate, heads, kv_heads, vocab = SHAPES[args.shape]
+    layers, hidden, intermediate, heads, kv_heads, vocab = SHAPES[shape]
     config = LlamaConfig(num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate,
                          num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
-                         max_position_embeddings=max(args.seq, 128), tie_word_embeddings=False)
+                         max_position_embeddings=max(seq, 128), tie_word_embeddings=False)
     with torch.device("meta"):
-        return LlamaForCausalLM(config).to(getattr(torch, args.dtype))
+        return LlamaForCausalLM(config).to(getattr(torch, dtype))
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    import torch
-    import torch.distributed as dist
+def sharded(model, seed, torch):
+    """Shards `model` with FSDP2 (each decoder layer, then the whole), materialises this rank's shards
+    on its GPU and draws them from `seed` (random weights: nothing is downloaded)."""
     from torch.distributed.fsdp import fully_shard
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    started = time.time()
-
-    model = build(args, torch)
     for layer in model.model.layers:
         fully_shard(layer)
     fully_shard(model)
     model.to_empty(device="cuda")  # this rank's shards only
-    torch.manual_seed(1234 + rank)  # each rank draws its own shard
+    torch.manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -85,6 +78,27 @@ def main(argv=None):
         fresh = type(rotary)(model.config)
         rotary.inv_freq.copy_(fresh.inv_freq)
         rotary.original_inv_freq.copy_(fresh.original_inv_freq)
+    return model
+
+
+def start(torch):
+    """Joins the job's process group on this rank's GPU: (rank, world size)."""
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    import torch
+    import torch.distributed as dist
+
+    rank, world = start(torch)
+    started = time.time()
+    model = sharded(build(args.shape, args.dtype, args.seq, torch), 1234 + rank, torch)  # each rank its own shard
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     vocab = model.config.vocab_size
