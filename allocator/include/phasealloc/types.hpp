@@ -17,8 +17,15 @@
 //            and on the model device it is a small ordinal. 0 is the default stream.
 // event    : a marker recorded on a stream. A block freed while other streams used it returns
 //            to its pool only after their events complete ("pending free").
-// phase    : a named interval of the job: generation, inference, training, optimizer, or any
+// phase    : a named part of the job: generation, inference, training, optimizer, or any
 //            user name. Stats are kept per phase; policies act at transitions.
+// interval : one stretch of a phase between two transitions (a job enters a phase once per step:
+//            one interval each time). Per-phase peaks are over all its intervals.
+// floor    : the peak of live requested bytes over a run, below which no allocator can go.
+// offload  : a range's memory moved to host memory mapped at the same device addresses (or, on a
+//            driver that cannot map host memory there, unmapped until restored); restore brings it
+//            back. Same addresses: pointers, views and graphs stay valid. Not "release" (which
+//            gives back free cached memory).
 // policy   : the decisions: rounding, pool choice, segment size, split, what to release at a
 //            transition or an out-of-memory. Contract in policy.hpp.
 // tag      : a number an allocation carries (0: none). Named tags (a job's phasealloc.tag("name"))
