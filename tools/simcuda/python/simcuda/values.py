@@ -10,7 +10,9 @@ kernels compute over the same inputs, and simcuda's device memory is host memory
 be computed on the CPU straight into it, while the CUDA side of every operation (its allocations,
 workspaces, streams and launches) stays what the wheel does.
 
-Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation.
+Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten operation. What it
+does with one is decided by value_classify.classify() (the rules below, one kind of action each,
+tested rule by rule); this module executes the action.
 - An operation that touches no CUDA tensor, or only makes views, passes through; so do the
   collectives (simcuda's NCCL computes them), operations on the tensors of tracing (fake and
   functional tensors, which have no memory), and work captured into a CUDA graph.
@@ -51,7 +53,7 @@ Approach: a TorchDispatchMode, pushed once at `import torch`, sees every aten op
 
 Levels:
 - exact: every operation above is computed.
-- observable (the default): the same, except the heavy floating-point products (_HEAVY: matrix
+- observable (the default): the same, except the heavy floating-point products (value_classify.HEAVY: matrix
   products, convolutions, attention, forward and backward). Their outputs are the *stand-in*:
   zeros, and for a product with an additive term (addmm, baddbmm, ...: beta * input + product)
   the term, so a bias still shows. Everything host code reads cheaply is real: indices, masks,
@@ -107,6 +109,7 @@ import hashlib
 import sys
 
 from . import introspect, vllm_forms
+from . import value_classify as vc
 
 _mode = None
 
@@ -133,70 +136,41 @@ def _say(message):
         pass
 
 
-# The heavy floating-point products: what the observable level does not compute (aten names, every
-# overload). Their outputs get the stand-in instead.
-_HEAVY = frozenset((
-    "mm", "bmm", "addmm", "addmv", "mv", "baddbmm", "addbmm", "dot", "vdot", "_addmm_activation",
-    "_scaled_mm", "_int_mm", "_grouped_mm", "_scaled_grouped_mm",
-    "convolution", "_convolution", "convolution_backward", "cudnn_convolution", "cudnn_convolution_transpose",
-    "_conv_depthwise2d", "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
-    "_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
-    "_efficient_attention_backward",
-))
-# Operator namespaces whose CUDA side simcuda itself computes: the collectives (simcuda's NCCL moves
-# and reduces the real bytes).
-_COMPUTED_BY_SIMCUDA = frozenset(("c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor"))
 # Products with an additive term (beta * input + alpha * product): the stand-in keeps the term.
 _ADDITIVE = frozenset(("addmm", "addmv", "baddbmm", "addbmm", "_addmm_activation"))
 
 
 def _make_mode(torch, level):
+    """The value mode at `level`: a TorchDispatchMode that executes what value_classify.classify()
+    decides for each operation."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten, tree_map
+    import torch.library as library
     import torch.nn.functional as F
 
-    aten = torch.ops.aten
-    dynamic = torch.Tag.dynamic_output_shape
-    # Fixed output size, but the CUDA form counts a mask's elements below this mode (masked_select).
-    counts_inside = {aten.masked_scatter_backward.default}
-    index_puts = {aten.index_put_.default, aten.index_put.default}  # with boolean indices: nonzero inside
-    python_answer = {aten._local_scalar_dense.default, aten.item.default, aten.equal.default,
-                     aten.is_nonzero.default}
     named_once = set()
-    metadata_only = {"resize_", "resize_as_", "set_", "record_stream", "_resize_output_"}
-    uninitialized = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
-                     aten.new_empty.default, aten.new_empty_strided.default}
-    stand_ins = _cpu_forms(torch)
+    cpu_forms = _cpu_forms(torch)  # CPU computations of CUDA-only operations (attention kernels, ...)
     named_forms = vllm_forms.FORMS
-    observable = level == "observable"
+    fake_key = torch._C._TorchDispatchModeKey.FAKE
+    cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    python_kernels = {}  # op -> whether its CUDA kernel is Python code (an op is registered before its first call)
 
-    capturing = torch._C._cuda_isCurrentStreamCapturing  # captured work runs at replay, not now
+    def python_kernel(func):
+        """Whether func's CUDA kernel was registered from Python (torch.library records those)."""
+        known = python_kernels.get(func)
+        if known is None:
+            namespace, _, op = func._schema.name.partition("::")
+            known = python_kernels[func] = "%s/%s/CUDA" % (namespace, op) in getattr(library, "_impls", ())
+        return known
 
-    disabled = torch._C._disabled_torch_dispatch_impl
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-    tracing_tensors = (FakeTensor, FunctionalTensor)  # no memory; their modes trace, as without this one
-
-    def traced(x):
-        return isinstance(x, tracing_tensors)
-
-    def dispatches(x):
-        """Whether x is a tensor subclass with a __torch_dispatch__ of its own (DTensor, nested jagged
-        tensors, ...). Subclasses without one (vLLM's parameter classes) are plain tensors here."""
-        return isinstance(x, torch.Tensor) and type(x) not in (torch.Tensor, torch.nn.Parameter) and \
-            getattr(type(x), "__torch_dispatch__", disabled) is not disabled
+    now = vc.context(
+        capturing=torch._C._cuda_isCurrentStreamCapturing,  # captured work runs at replay, not now
+        # A FakeTensorMode (torch.compile's tracing, vLLM's shape propagation): fake outputs, no memory.
+        faking=lambda: torch._C._get_dispatch_mode(fake_key) is not None,
+        python_kernel=python_kernel, forms=named_forms, heavy_forms=vllm_forms.HEAVY)
 
     def is_cuda(x):
-        return isinstance(x, torch.Tensor) and x.device.type == "cuda"
-
-    fake_key = torch._C._TorchDispatchModeKey.FAKE
-
-    def faking():
-        """Whether a FakeTensorMode is active (torch.compile's tracing, vLLM's shape propagation):
-        its outputs are fake tensors, with no memory to compute into."""
-        return torch._C._get_dispatch_mode(fake_key) is not None
+        return vc.is_cuda(torch, x)
 
     alias = cpu_alias
 
@@ -225,13 +199,6 @@ def _make_mode(torch, level):
         out.pop("pin_memory", None)
         return out
 
-    def makes_cuda(kwargs):
-        device = kwargs.get("device")
-        return device is not None and torch.device(device).type == "cuda"
-
-    def is_view(func):
-        return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
-
     def fresh(out, inputs):
         """Whether an operation whose schema lets its output alias an input (`to`, `reshape`,
         `contiguous`; PyTorch dispatches `aten.to.dtype` itself under inference mode) made a new
@@ -239,9 +206,6 @@ def _make_mode(torch, level):
         storages = {x.untyped_storage().data_ptr() for x in inputs if is_cuda(x)}
         outs = [o for o in tree_flatten(out)[0] if is_cuda(o)]
         return any(o.untyped_storage().data_ptr() not in storages for o in outs)
-
-    def writes_argument(func):
-        return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
     def unsupported(func, exc):
         name = str(func)
@@ -254,7 +218,7 @@ def _make_mode(torch, level):
         """The stand-in for outputs no CPU kernel computed: zeros, or for a product with an
         additive term, the term (beta * input). Arguments written in place keep what they held,
         as if the operation had been the identity; an out= argument is an output."""
-        if writes_argument(func):
+        if vc.writes_argument(func):
             outs = [kwargs["out"]] if isinstance(kwargs.get("out"), torch.Tensor) else []
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -286,19 +250,6 @@ def _make_mode(torch, level):
             elif o.device.type == "cpu":  # a copy to the host (`.cpu()` of a strided view runs a kernel first)
                 o.copy_(r)
 
-    import torch.library as library
-    cuda_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
-
-    python_kernels = {}  # op -> whether its CUDA kernel is Python code (an op is registered before its first call)
-
-    def python_kernel(func):
-        """Whether func's CUDA kernel was registered from Python (torch.library records those)."""
-        known = python_kernels.get(func)
-        if known is None:
-            namespace, _, op = func._schema.name.partition("::")
-            known = python_kernels[func] = "%s/%s/CUDA" % (namespace, op) in getattr(library, "_impls", ())
-        return known
-
     def defined(out):
         """A Tensor[] result as the mode can hand it back: an undefined tensor in it (FA3's unused
         accumulators) comes to Python as None, which cannot go back; it becomes an empty tensor."""
@@ -319,9 +270,50 @@ def _make_mode(torch, level):
                 named[argument.name] = argument.default_value if argument.has_default_value() else None
         return named
 
-    def bool_indices(args):
-        indices = args[1] if len(args) > 1 else ()
-        return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
+    def on_cpu_first(func, args, kwargs):
+        try:
+            ref = func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
+        except Exception as exc:
+            unsupported(func, exc)
+            out = func(*args, **kwargs)
+            stand_in(func, args, kwargs, out)
+            return out
+        if vc.writes_argument(func):  # index_put_, out= variants: the CPU run wrote the aliases
+            out_arg = kwargs.get("out")
+            if is_cuda(out_arg) and isinstance(ref, torch.Tensor) and out_arg.shape != ref.shape:
+                out_arg.resize_(ref.shape)
+                alias(out_arg).copy_(ref)
+            return args[0] if out_arg is None else out_arg
+        device = next(x.device for x in tree_flatten((args, kwargs))[0] if is_cuda(x))
+
+        def on_device(r):
+            if not isinstance(r, torch.Tensor):
+                return r
+            t = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
+            if t.numel() > 0:
+                alias(t).copy_(r)
+            return t
+
+        return tree_map(on_device, ref)
+
+    def by_form(func, args, kwargs, out):
+        try:
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            named_forms[func._schema.name](bound(func, tree_map(to_cpu, args), cpu_kwargs(kwargs)),
+                                           [alias(o) if is_cuda(o) else None for o in outs])
+        except Exception as exc:
+            unsupported(func, exc)
+            stand_in(func, args, kwargs, out)
+
+    def computed(func, args, kwargs, out):
+        try:
+            ref = cpu_forms.get(func, func)(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
+        except Exception as exc:  # no CPU kernel, or arguments only CUDA takes
+            unsupported(func, exc)
+            stand_in(func, args, kwargs, out)
+            return
+        if not vc.writes_argument(func):
+            fill(out, ref)
 
     class values_mode(TorchDispatchMode):
         @classmethod
@@ -331,83 +323,34 @@ def _make_mode(torch, level):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            flat, _ = tree_flatten((args, kwargs))
-            if any(traced(x) for x in flat):
+            todo = vc.classify(torch, func, args, kwargs, level, now)
+            kind = todo.kind
+            if kind == vc.PASS:
                 return func(*args, **kwargs)
-            if any(dispatches(x) for x in flat):
+            if kind == vc.SUBCLASS:
                 # The subclass's own dispatch runs next, with this mode still on: the operations on
                 # plain tensors it makes (a nested tensor's values and offsets, a DTensor's local
                 # shards) come back here and are computed.
                 return NotImplemented
-            if not (any(is_cuda(x) for x in flat) or makes_cuda(kwargs)) or capturing() or \
-                    func.namespace in _COMPUTED_BY_SIMCUDA or faking():
-                return func(*args, **kwargs)
-            if python_kernel(func):
+            if kind == vc.PYTHON_KERNEL:
                 # Its CUDA kernel is Python code (vLLM's attention and KV-cache ops): run it with this
                 # mode on, so the operations it calls come back here and are computed.
                 with self:
                     return func.redispatch(cuda_keys, *args, **kwargs)
-            if func in python_answer:
+            if kind == vc.PYTHON_ANSWER:
                 return func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
-            if dynamic in func.tags or func in counts_inside or (func in index_puts and bool_indices(args)):
-                return self._on_cpu_first(func, args, kwargs)
-            out = func(*args, **kwargs)
-            name = func._schema.name.split("::")[-1]
-            if (is_view(func) and not fresh(out, flat)) or func in uninitialized or name in metadata_only:
+            if kind == vc.CPU_FIRST:
+                return on_cpu_first(func, args, kwargs)
+            out = func(*args, **kwargs)  # the CUDA side, as the wheel runs it (kernels skipped)
+            if kind == vc.CUDA_ONLY or (todo.aliasing and not fresh(out, tree_flatten((args, kwargs))[0])):
                 return out
-            if observable and name in _HEAVY:
+            if kind in (vc.STAND_IN, vc.FORM_STAND_IN):
                 stand_in(func, args, kwargs, out)
-                return out
-            form = named_forms.get(func._schema.name)
-            if form is not None:  # an extension's operation (vLLM's), computed by its CPU form
-                if observable and func._schema.name in vllm_forms.HEAVY:
-                    stand_in(func, args, kwargs, out)
-                    return defined(out)
-                try:
-                    outs = out if isinstance(out, (tuple, list)) else [out]
-                    form(bound(func, tree_map(to_cpu, args), cpu_kwargs(kwargs)),
-                         [alias(o) if is_cuda(o) else None for o in outs])
-                except Exception as exc:
-                    unsupported(func, exc)
-                    stand_in(func, args, kwargs, out)
-                return defined(out)
-            try:
-                compute = stand_ins.get(func, func)
-                ref = compute(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
-            except Exception as exc:  # no CPU kernel, or arguments only CUDA takes
-                unsupported(func, exc)
-                stand_in(func, args, kwargs, out)
-                return out
-            if not writes_argument(func):
-                fill(out, ref)
-            return out
-
-        @staticmethod
-        def _on_cpu_first(func, args, kwargs):
-            try:
-                ref = func(*tree_map(to_cpu, args), **cpu_kwargs(kwargs))
-            except Exception as exc:
-                unsupported(func, exc)
-                out = func(*args, **kwargs)
-                stand_in(func, args, kwargs, out)
-                return out
-            if writes_argument(func):  # index_put_, out= variants: the CPU run wrote the aliases
-                out_arg = kwargs.get("out")
-                if is_cuda(out_arg) and isinstance(ref, torch.Tensor) and out_arg.shape != ref.shape:
-                    out_arg.resize_(ref.shape)
-                    alias(out_arg).copy_(ref)
-                return args[0] if out_arg is None else out_arg
-            device = next(x.device for x in tree_flatten((args, kwargs))[0] if is_cuda(x))
-
-            def on_device(r):
-                if not isinstance(r, torch.Tensor):
-                    return r
-                t = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device)
-                if t.numel() > 0:
-                    alias(t).copy_(r)
-                return t
-
-            return tree_map(on_device, ref)
+            elif kind == vc.FORM:  # an extension's operation (vLLM's), computed by its CPU form
+                by_form(func, args, kwargs, out)
+            else:
+                computed(func, args, kwargs, out)
+            return defined(out) if kind in (vc.FORM, vc.FORM_STAND_IN) else out
 
     return values_mode()
 
