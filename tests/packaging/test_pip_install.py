@@ -65,7 +65,11 @@ def test_without_the_variable_the_installed_hook_imports_nothing():
     out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc' in sys.modules)"], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    env["PHASEALLOC_SIM_ADAPT"] = "1"  # the .pth does act on the variables it reads
+    env["PHASEALLOC_SIM_ADAPT"] = "1"  # the simulator's variable: its own start-up reads it, not the product's
+    out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc' in sys.modules)"], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    env.update(PHASEALLOC_SIM_ADAPT="0", PHASEALLOC="1")  # the .pth does act on the variable it is for
     out = subprocess.run([sys.executable, "-c", "import sys; print('phasealloc._autoload' in sys.modules)"], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"

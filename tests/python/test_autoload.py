@@ -149,3 +149,25 @@ def test_launcher_usage():
     assert out.returncode == 0 and "PHASEALLOC=1" in out.stdout
     out = run([LAUNCHER, "--bogus", "true"], dict(os.environ))
     assert out.returncode == 2 and "unknown option --bogus" in out.stderr
+
+
+def test_the_package_never_imports_the_simulator():
+    """phasealloc's package does not know its test double: no module of it imports simcuda (the
+    simulator's adaptations are simcuda's own start-up, simcuda/_startup)."""
+    import ast
+
+    package = os.path.join(PYTHON_DIR, "phasealloc")
+    offenders = []
+    for folder, _, files in os.walk(package):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                offenders += ["%s:%d" % (os.path.relpath(path, package), node.lineno)
+                              for n in names if n.split(".")[0] == "simcuda"]
+    assert not offenders, offenders

@@ -8,9 +8,8 @@ PYTHONPATH (_bootstrap/). Every process that inherits the environment (torchrun 
 workers, multiprocessing spawn children) runs it again, and each swaps its own allocator (one swap
 per process is all PyTorch allows).
 
-Without PHASEALLOC=1 (or PHASEALLOC_SIM_ADAPT=1: phasealloc-run --sim-gpu, which installs the
-simulated GPU's adaptations, simcuda.torch_adapt) this module does nothing but read two
-environment variables.
+Without PHASEALLOC=1 this module does nothing but read environment variables. (The simulated GPU's
+adaptations are simcuda's own start-up, simcuda/_startup: this package never imports the simulator.)
 It must never break the process: every failure is caught and printed as one line on stderr.
 PHASEALLOC_CONF configures the library; PHASEALLOC_DETECT=0 turns phase detection off;
 PHASEALLOC_TEST_RECORD_DIR (tests only) has each process record which allocator it runs (_test_record).
@@ -40,15 +39,6 @@ def _on_torch_imported(_module):
 
 
 def _main():
-    if os.environ.get("PHASEALLOC_SIM_ADAPT", "") in _ENABLED_VALUES:  # phasealloc-run --sim-gpu
-        try:
-            import simcuda.torch_adapt
-
-            from phasealloc import _import_hooks
-
-            simcuda.torch_adapt.install(_import_hooks.when_imported)
-        except Exception as exc:
-            _say("simulated-GPU adaptations not installed (%s: %s)" % (type(exc).__name__, exc))
     if os.environ.get("PHASEALLOC", "") in _ENABLED_VALUES:
         try:
             from phasealloc import _import_hooks

@@ -1,6 +1,6 @@
-"""What a PyTorch job running on simcuda, the simulated GPU, needs adapted (phasealloc-run --sim-gpu
-sets PHASEALLOC_SIM_ADAPT=1, and phasealloc's start-up hook then calls install(); set it to 0 to
-keep PyTorch's and transformers' own choices).
+"""What a PyTorch job running on simcuda, the simulated GPU, needs adapted (under phasealloc-run
+--sim-gpu, simcuda's start-up, _startup/sitecustomize.py, calls install() in every Python process;
+PHASEALLOC_SIM_ADAPT=0 keeps PyTorch's and transformers' own choices).
 
 Rationale: on the simulator kernels do not run, so what a real job relies on breaks in seven places:
 - **cuDNN attention.** On an sm90 device in bf16/fp16, PyTorch's scaled_dot_product_attention picks
