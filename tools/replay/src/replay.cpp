@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "phasealloc/check.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
 #include "replay_detail.hpp"
@@ -102,7 +103,11 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     // Colocation headroom: the level between two events is the one the first left.
     const bool timed = n > 1 && t.events.back().time_ns > t.events.front().time_ns;
     residency_meter residency(current_phase, timed);
-    residency.level(eng.levels().reserved_bytes);  // a recorded layout starts above zero
+    // The modelled reserved level, read from the engine only where it can move: allocations (growth,
+    // out-of-memory releases), phase changes, empty_cache and offload calls; a free or a
+    // record_stream never moves it.
+    std::size_t modelled_reserved = eng.levels().reserved_bytes;
+    residency.level(modelled_reserved);  // a recorded layout starts above zero
 
     std::vector<device_address> move_call;  // the addresses of the offload or restore call being read
     recorded_comparison& rec = out.recorded;
@@ -160,9 +165,10 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
             out.bands.push_back({next, i, 0, e.time_ns, 0});
             current_phase = next;
           }
-          const std::size_t before = eng.levels().reserved_bytes;
+          const std::size_t before = modelled_reserved;
           eng.set_phase(next);
-          residency.transition(i, e.time_ns, next, before, eng.levels().reserved_bytes);
+          modelled_reserved = eng.levels().reserved_bytes;
+          residency.transition(i, e.time_ns, next, before, modelled_reserved);
           break;
         }
         case trace_event_op::empty_cache:
@@ -185,31 +191,19 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
             const auto moved = e.op == trace_event_op::offload ? eng.offload(move_call) : eng.restore(move_call);
             if (!moved && out.offload_failures++ == 0) out.first_offload_failure = moved.error().message;
             move_call.clear();
-            const memory_levels now = eng.levels();
-            residency.level(now.reserved_bytes);
+            modelled_reserved = eng.levels().reserved_bytes;
+            residency.level(modelled_reserved);
           }
           break;
         }
         default:  // the recording allocator's own segment events and OOMs: not followed
           break;
       }
-      if (rec.available && (e.op == trace_event_op::alloc || e.op == trace_event_op::free) &&
-          (e.flags & trace_flag::seeded) == 0) {
-        const std::size_t modelled = eng.levels().reserved_bytes;
-        if (modelled != recorded_level) {
-          const reserved_divergence d{i, e.time_ns, e.op, recorded_level, modelled};
-          const auto gap = [](const reserved_divergence& x) {
-            return x.modelled_bytes > x.recorded_bytes ? x.modelled_bytes - x.recorded_bytes
-                                                       : x.recorded_bytes - x.modelled_bytes;
-          };
-          if (!rec.first_divergence) rec.first_divergence = d;
-          if (!rec.largest_divergence || gap(d) > gap(*rec.largest_divergence)) rec.largest_divergence = d;
-        }
-      }
       // Only allocations (growth, out-of-memory releases), phase changes and empty_cache move the
       // reserved level; a free or a record_stream never does.
       if (e.op == trace_event_op::alloc || e.op == trace_event_op::empty_cache) {
         const memory_levels now = eng.levels();
+        modelled_reserved = now.reserved_bytes;
         residency.level(now.reserved_bytes);
         if (now.reserved_bytes > out.peak_reserved_after_event_bytes) {  // only an allocation raises it
           out.peak_reserved_after_event_bytes = now.reserved_bytes;
@@ -218,6 +212,24 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
         if (now.allocated_bytes > out.peak_allocated_after_event_bytes) {
           out.peak_allocated_after_event_bytes = now.allocated_bytes;
           out.peak_allocated_event = i;
+        }
+      }
+      if (options.check_invariants) {  // the cached level is the engine's: a free never moved it
+        PHASEALLOC_CHECK(eng.levels().reserved_bytes == modelled_reserved,
+                         "event {} ({}) moved the reserved level from {} to {} bytes unseen", i, to_string(e.op),
+                         modelled_reserved, eng.levels().reserved_bytes);
+      }
+      if (rec.available && (e.op == trace_event_op::alloc || e.op == trace_event_op::free) &&
+          (e.flags & trace_flag::seeded) == 0) {
+        const std::size_t modelled = modelled_reserved;
+        if (modelled != recorded_level) {
+          const reserved_divergence d{i, e.time_ns, e.op, recorded_level, modelled};
+          const auto gap = [](const reserved_divergence& x) {
+            return x.modelled_bytes > x.recorded_bytes ? x.modelled_bytes - x.recorded_bytes
+                                                       : x.recorded_bytes - x.modelled_bytes;
+          };
+          if (!rec.first_divergence) rec.first_divergence = d;
+          if (!rec.largest_divergence || gap(d) > gap(*rec.largest_divergence)) rec.largest_divergence = d;
         }
       }
       if (options.event_state != nullptr && options.snapshot_after_event == i) *options.event_state = eng.take_snapshot();
