@@ -135,5 +135,64 @@ TEST(ReplayOffloadTest, TheReplayMakesTheRecordedCallsAndThePhasePeakShowsWhatLe
             static_cast<std::int64_t>(16 * mib));
 }
 
+replay_result replayed(const trace& t, offload_replay mode, std::size_t capacity_bytes) {
+  replay_options o = small_gpu();
+  o.capacity_bytes = capacity_bytes;
+  o.offload = mode;
+  o.check_invariants = true;
+  auto r = replay(t, "phasealloc", o);
+  EXPECT_TRUE(r.has_value()) << r.error();
+  return r.has_value() ? std::move(r).value() : replay_result{};
+}
+
+std::int64_t phase_ooms(const replay_result& r, const std::string& name) {
+  for (const phase_stats& p : r.phases) {
+    if (p.name == name) return p.num_ooms;
+  }
+  return -1;
+}
+
+TEST(ReplayOffloadTest, NoneIgnoresTheRecordedCalls) {
+  const replay_result none = replayed(recorded_job(), offload_replay::none, 1 * gib);
+  EXPECT_EQ(none.offload_mode, offload_replay::none);
+  EXPECT_EQ(none.offloaded_bytes, 0u);
+  EXPECT_EQ(none.restored_bytes, 0u);
+  EXPECT_EQ(none.offload_failures, 0);
+  EXPECT_EQ(phase_peak(none, "generation") - phase_peak(replayed(recorded_job(), offload_replay::recorded, 1 * gib),
+                                                        "generation"),
+            static_cast<std::int64_t>(16 * mib));
+}
+
+// offload:pressure: with memory to spare nothing moves; where an allocation would run out, the held
+// calls leave first and it fits, and the restore brings back only what left.
+TEST(ReplayOffloadTest, PressureMovesNothingWithMemoryToSpare) {
+  const replay_result pressure = replayed(recorded_job(), offload_replay::pressure, 1 * gib);
+  EXPECT_EQ(pressure.offload_mode, offload_replay::pressure);
+  EXPECT_EQ(pressure.offloaded_bytes, 0u);
+  EXPECT_EQ(pressure.restored_bytes, 0u);
+  EXPECT_EQ(pressure.pressure_calls, 0);
+  EXPECT_EQ(pressure.pressure_relieved, 0);
+  EXPECT_EQ(phase_peak(pressure, "generation"),
+            phase_peak(replayed(recorded_job(), offload_replay::none, 1 * gib), "generation"));
+}
+
+TEST(ReplayOffloadTest, PressureOffloadsWhereAnAllocationWouldRunOutAndTheJobFits) {
+  const std::size_t gpu = 24 * mib;  // the trainer's 16 MiB and generation's 16 MiB do not fit together
+  const replay_result none = replayed(recorded_job(), offload_replay::none, gpu);
+  EXPECT_GT(none.ooms, 0);
+  EXPECT_GT(phase_ooms(none, "generation"), 0);
+  const replay_result pressure = replayed(recorded_job(), offload_replay::pressure, gpu);
+  EXPECT_EQ(pressure.ooms, 0);
+  EXPECT_EQ(phase_ooms(pressure, "generation"), 0);  // the try the handler answered is no out-of-memory
+  EXPECT_EQ(pressure.pressure_relieved, 1);
+  EXPECT_GE(pressure.pressure_calls, 1);
+  EXPECT_GT(pressure.offloaded_bytes, 0u);
+  EXPECT_LE(pressure.offloaded_bytes, 16 * mib);
+  EXPECT_EQ(pressure.offload_failures, 0);
+  EXPECT_LE(phase_peak(pressure, "generation"), static_cast<std::int64_t>(gpu));
+  // The restore brings back a's pages only if a had left (a free block's pages never come back).
+  EXPECT_LE(pressure.restored_bytes, 8 * mib);
+}
+
 }  // namespace
 }  // namespace phasealloc

@@ -69,6 +69,7 @@ struct dryrun_args {
   std::string record_gpu;
   std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
   std::string link = "50GB/s";  ///< host link bandwidth for the time of the job's offload copies
+  std::string offload = "recorded";  ///< what phasealloc's replays do with the recorded offload calls
   std::vector<std::string> policies;
   bool json = false;
   std::string html = "phasealloc-dryrun.html";
@@ -304,6 +305,7 @@ void run_dryrun(const dryrun_args& a) {
     for (const std::string& spec : policies) {
       replay_options options;
       options.capacity_bytes = gpu_bytes - nccl;
+      options.offload = *parse_offload_replay(a.offload);  // the option's check named the three
       options.timeline_points = a.html.empty() ? 0 : 2000;
       auto r = replay(t, spec, options);
       if (!r) throw command_error(r.error());
@@ -395,6 +397,11 @@ void add_dryrun_command(CLI::App& app) {
   cmd->add_option("--link", args->link,
                   "host link bandwidth for the time of the job's offload copies (a job run with "
                   "PHASEALLOC_CONF=offload:auto, or calling phasealloc.offload): 50GB/s is PCIe Gen5 x16")
+      ->capture_default_str();
+  cmd->add_option("--offload", args->offload,
+                  "for a job run with PHASEALLOC_CONF=offload:auto: replay its offload calls as recorded, under "
+                  "pressure (offload:pressure: each held until an allocation would run out of memory), or none")
+      ->check(CLI::IsMember({"recorded", "pressure", "none"}))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
   cmd->add_option("command", args->command, "the job, after --: e.g. -- python train_ppo.py --steps 2")->required();

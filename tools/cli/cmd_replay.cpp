@@ -88,6 +88,7 @@ void run_replay(const replay_args& a, const std::string& invocation) {
       if (a.device == "vmm") options.virtual_memory = true;
       if (a.device == "segments") options.virtual_memory = false;
       options.check_invariants = a.check;
+      options.offload = *parse_offload_replay(a.offload);  // the option's check named the three
       options.timeline_points = a.html.empty() ? 0 : 2000;
       options.record_segments = torch;
       // PyTorch's own allocator cannot start from a recorded layout: beside it, the model starts
@@ -209,6 +210,12 @@ void add_replay_options(CLI::App* cmd, replay_args& args) {
   cmd->add_option("--link", args.link,
                   "host link bandwidth for the time of recorded offload copies (bytes per second: 50GB/s is "
                   "PCIe Gen5 x16, 25GB/s Gen4)")
+      ->capture_default_str();
+  cmd->add_option("--offload", args.offload,
+                  "a trace's recorded offload and restore calls (a job under PHASEALLOC_CONF=offload:auto): made as "
+                  "recorded, under pressure (offload:pressure: each held until an allocation would run out of "
+                  "memory), or none (the job without offload)")
+      ->check(CLI::IsMember({"recorded", "pressure", "none"}))
       ->capture_default_str();
   cmd->add_option("--device", args.device,
                   "the model device the replay runs on: auto (by policy: virtual memory when a pool is "

@@ -17,6 +17,7 @@ struct replay_args {
   std::vector<std::string> policies;
   std::string capacity = "80GiB";
   std::string link = "50GB/s";        ///< Host link bandwidth of the modelled offload copies (PCIe Gen5 x16).
+  std::string offload = "recorded";   ///< The recorded offload calls: recorded, pressure or none.
   std::string device = "auto";        ///< The model device: auto, segments or vmm.
   std::optional<std::uint32_t> recorded_gpu;  ///< The recorded GPU to import (snapshot, profiler trace).
   bool json = false;

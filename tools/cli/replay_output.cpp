@@ -207,8 +207,13 @@ std::string render_replay_text(const replay_report& r) {
   out += "device calls: total (reserve/release/map/unmap); est. device time is modelled, not measured.\n";
   for (const replay_result& x : r.results) {
     if (x.offloaded_bytes == 0 && x.restored_bytes == 0) continue;
-    out += fmt::format("offload {}: {} of pages to the host and {} back (the recorded calls)", x.policy,
-                       format_bytes(x.offloaded_bytes), format_bytes(x.restored_bytes));
+    out += fmt::format("offload {}: {} of pages to the host and {} back ({})", x.policy,
+                       format_bytes(x.offloaded_bytes), format_bytes(x.restored_bytes),
+                       x.offload_mode == offload_replay::pressure
+                           ? fmt::format("offload:pressure: {} recorded call(s) made when an allocation ran out of "
+                                         "memory, {} allocation(s) fitted then",
+                                         x.pressure_calls, x.pressure_relieved)
+                           : std::string("the recorded calls"));
     if (r.link_bytes_per_second != 0) {
       out += fmt::format(": {:.3f} s of copies at {}/s (modelled, not overlapped)",
                          static_cast<double>(x.offloaded_bytes + x.restored_bytes) /
@@ -291,6 +296,9 @@ nlohmann::json replay_json(const replay_report& r) {
     j["offloaded_bytes"] = x.offloaded_bytes;
     j["restored_bytes"] = x.restored_bytes;
     j["offload_failures"] = x.offload_failures;
+    j["offload_mode"] = std::string(to_string(x.offload_mode));
+    j["pressure_calls"] = x.pressure_calls;
+    j["pressure_relieved"] = x.pressure_relieved;
     if (r.link_bytes_per_second != 0) {
       j["modelled_copy_seconds"] =
           static_cast<double>(x.offloaded_bytes + x.restored_bytes) / static_cast<double>(r.link_bytes_per_second);

@@ -9,6 +9,7 @@
 #include "phasealloc/check.hpp"
 #include "phasealloc/engine.hpp"
 #include "phasealloc/policies/policy_registry.hpp"
+#include "pressure_offloads.hpp"
 #include "replay_detail.hpp"
 
 namespace phasealloc {
@@ -110,6 +111,27 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     residency.level(modelled_reserved);  // a recorded layout starts above zero
 
     std::vector<device_address> move_call;  // the addresses of the offload or restore call being read
+    std::vector<std::uint64_t> move_ids;    // its allocations' ids (offload:pressure)
+    const offload_replay offload_mode = out.models_recording && options.offload == offload_replay::pressure
+                                            ? offload_replay::recorded  // PyTorch's allocator: every call refused
+                                            : options.offload;
+    out.offload_mode = options.offload;
+    replay_detail::pressure_offloads pressure;
+    std::int64_t relieved_failures = 0;                      // failed tries of allocations pressure relieved
+    std::unordered_map<std::string, std::int64_t> extra_failures_by_phase;  // tries beyond one per allocation
+    // Makes (or, restoring, brings back) what the allocations `ids` hold now: one engine call.
+    const auto move_ids_now = [&](const std::vector<std::uint64_t>& ids, bool offload) {
+      move_call.clear();
+      for (const std::uint64_t id : ids) {
+        if (const device_address a = addresses.peek(id); a != 0) move_call.push_back(a);
+      }
+      if (move_call.empty()) return;
+      const auto moved = offload ? eng.offload(move_call) : eng.restore(move_call);
+      if (!moved && out.offload_failures++ == 0) out.first_offload_failure = moved.error().message;
+      move_call.clear();
+      modelled_reserved = eng.levels().reserved_bytes;
+      residency.level(modelled_reserved);
+    };
     recorded_comparison& rec = out.recorded;
     std::size_t recorded_level = 0;
     std::size_t recorded_segments = 0;
@@ -143,10 +165,26 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
         case trace_event_op::alloc: {
           if ((e.flags & trace_flag::seeded) != 0 && placed_by_layout.contains(e.alloc_id)) break;
           auto r = eng.allocate(e.bytes, e.stream, e.tag);
+          if (!r && offload_mode == offload_replay::pressure && r.error().code == errc::out_of_memory) {
+            // The pressure handler: held calls leave, oldest first, until the allocation fits.
+            std::int64_t failed = 1;
+            for (std::vector<std::uint64_t> ids = pressure.make_next(); !ids.empty() && !r;
+                 ids = r ? std::vector<std::uint64_t>{} : pressure.make_next()) {
+              move_ids_now(ids, true);
+              r = eng.allocate(e.bytes, e.stream, e.tag);
+              if (!r) ++failed;
+            }
+            // One out-of-memory per allocation that failed for good, none for one that fitted.
+            const std::int64_t extra = r ? failed : failed - 1;
+            extra_failures_by_phase[current_phase] += extra;
+            relieved_failures += extra;
+            if (r) ++out.pressure_relieved;
+          }
           if (r) addresses.set(e.alloc_id, r.value());
           break;
         }
         case trace_event_op::free: {
+          if (offload_mode == offload_replay::pressure) pressure.forget(e.alloc_id);
           const device_address a = addresses.take(e.alloc_id);
           if (a != 0) (void)eng.deallocate(a);
           break;
@@ -180,9 +218,21 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
           // bytes) make one call here: adjacent blocks share pages as they did when recorded. A
           // call's runs may come apart (the segment events between them): a run is moved on its
           // own either way.
-          if (const device_address a = addresses.peek(e.alloc_id); a != 0) move_call.push_back(a);
+          if (const device_address a = addresses.peek(e.alloc_id); a != 0) {
+            move_call.push_back(a);
+            move_ids.push_back(e.alloc_id);
+          }
           const bool last = i + 1 == n || t.events[i + 1].op != e.op || t.events[i + 1].bytes != e.bytes;
-          if (last && out.models_recording) {  // PyTorch's allocator has none: its blocks stay
+          if (last && offload_mode == offload_replay::none) {
+            move_call.clear();
+          } else if (last && offload_mode == offload_replay::pressure) {
+            move_call.clear();
+            if (e.op == trace_event_op::offload) {
+              pressure.hold(move_ids);
+            } else if (const std::vector<std::uint64_t> back = pressure.restore(move_ids); !back.empty()) {
+              move_ids_now(back, false);
+            }
+          } else if (last && out.models_recording) {  // PyTorch's allocator has none: its blocks stay
             if (out.offload_failures++ == 0) {
               out.first_offload_failure = "PyTorch's allocator has no same-address offload: its blocks stay on the GPU";
             }
@@ -194,6 +244,7 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
             modelled_reserved = eng.levels().reserved_bytes;
             residency.level(modelled_reserved);
           }
+          if (last) move_ids.clear();
           break;
         }
         default:  // the recording allocator's own segment events and OOMs: not followed
@@ -264,7 +315,8 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     out.device_maps = s.num_device_map;
     out.device_unmaps = s.num_device_unmap;
     out.alloc_retries = s.num_alloc_retries;
-    out.ooms = s.num_ooms;
+    out.ooms = s.num_ooms - relieved_failures;
+    out.pressure_calls = pressure.calls_made();
     out.offloaded_bytes = static_cast<std::size_t>(s.offloaded_bytes[stat_type::all].allocated);
     for (const phase_stats& p : eng.phases()) out.restored_bytes += static_cast<std::size_t>(p.restored_bytes);
     const memory_levels end = eng.levels();
@@ -275,6 +327,9 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
       if (p.num_allocs == 0 && p.num_frees == 0 && p.name == "unphased") continue;
       if (p.intervals == 0) continue;
       out.phases.push_back(p);
+      if (const auto it = extra_failures_by_phase.find(p.name); it != extra_failures_by_phase.end()) {
+        out.phases.back().num_ooms -= it->second;  // a try the pressure handler answered is no out-of-memory
+      }
     }
     // The phases the engine's books report, with their peaks (which see levels inside an operation).
     colocation_headroom measured = residency.finish();
@@ -292,6 +347,22 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   out.modeled_device_time_ns = dev.modeled_time_ns();
   return out;
+}
+
+std::string_view to_string(offload_replay mode) noexcept {
+  switch (mode) {
+    case offload_replay::recorded: return "recorded";
+    case offload_replay::pressure: return "pressure";
+    case offload_replay::none: return "none";
+  }
+  return "recorded";
+}
+
+std::optional<offload_replay> parse_offload_replay(std::string_view name) noexcept {
+  for (const offload_replay mode : {offload_replay::recorded, offload_replay::pressure, offload_replay::none}) {
+    if (to_string(mode) == name) return mode;
+  }
+  return std::nullopt;
 }
 
 }  // namespace phasealloc

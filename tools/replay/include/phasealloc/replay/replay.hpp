@@ -40,6 +40,17 @@ namespace phasealloc {
 /// tens of microseconds per cudaMalloc/cudaFree or cuMem call, per 2 MiB page for mapping.
 model_device_cost default_replay_cost();
 
+/// What a replay does with a trace's recorded offload and restore calls.
+enum class offload_replay {
+  recorded,  ///< makes them as recorded (a job under offload:auto, or its own phasealloc.offload calls)
+  pressure,  ///< offload:pressure: an offload is held until an allocation runs out (src/pressure_offloads.hpp)
+  none,      ///< ignores them: the job without offload
+};
+/// "recorded", "pressure" or "none".
+std::string_view to_string(offload_replay mode) noexcept;
+/// The mode named `name`, or nothing.
+std::optional<offload_replay> parse_offload_replay(std::string_view name) noexcept;
+
 struct replay_options {
   std::size_t capacity_bytes = 80 * gib;
   std::size_t granularity_bytes = 2 * mib;
@@ -69,6 +80,8 @@ struct replay_options {
   std::optional<bool> use_recorded_layout;
   /// Called now and then with (events done, events total).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// The recorded offload and restore calls: made as recorded, under pressure only, or not at all.
+  offload_replay offload = offload_replay::recorded;
 };
 
 /// One sample of the memory timeline: the maxima over the events it stands for.
@@ -144,6 +157,11 @@ struct replay_result {
   std::size_t restored_bytes = 0;
   std::int64_t offload_failures = 0;
   std::string first_offload_failure;  ///< Why the first refused call was refused ("" when none was).
+  offload_replay offload_mode = offload_replay::recorded;
+  /// Under offload_replay::pressure: recorded offload calls made because an allocation ran out, and
+  /// the allocations that then fitted (counted in no OOM figure).
+  std::int64_t pressure_calls = 0;
+  std::int64_t pressure_relieved = 0;
   std::uint64_t modeled_device_time_ns = 0;
   double wall_seconds = 0;
   std::vector<phase_stats> phases;  ///< Phases that saw any event ("unphased" only if it did).
