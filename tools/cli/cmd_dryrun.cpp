@@ -133,9 +133,11 @@ std::string values_line(const std::vector<rank_replay>& ranks) {
   std::map<std::string, int> levels;
   for (const rank_replay& r : ranks) ++levels[r.books ? r.books->values : "unknown (no books)"];
   std::string which;
-  for (const auto& [level, n] : levels)
-    which += fmt::format("{}{}{}", which.empty() ? "" : ", ", level,
-                         levels.size() == 1 ? (ranks.size() == 1 ? "" : " in every process") : fmt::format(" in {}", n));
+  for (const auto& [level, n] : levels) {
+    const std::string where =
+        levels.size() > 1 ? fmt::format(" in {}", n) : (ranks.size() == 1 ? "" : " in every process");
+    which += fmt::format("{}{}{}", which.empty() ? "" : ", ", level, where);
+  }
   return fmt::format("Values on the simulated GPU: {} (off: no kernel computed; observable: all but the heavy "
                      "products; exact: all)\n",
                      which);
@@ -335,7 +337,9 @@ void run_dryrun(const dryrun_args& a) {
   if (!a.html.empty()) {
     std::string generated_by = "phasealloc dryrun --gpu " + a.gpu;
     if (a.gpus_given || (!plan && a.gpus > 1)) generated_by += fmt::format(" --gpus {}", a.gpus);
-    if (plan) generated_by += fmt::format(" --world-size {}{}", plan->world_size, a.ranks.empty() ? "" : " --ranks " + a.ranks);
+    if (plan) {
+      generated_by += fmt::format(" --world-size {}{}", plan->world_size, a.ranks.empty() ? "" : " --ranks " + a.ranks);
+    }
     generated_by += " --";
     for (const auto& c : a.command) generated_by += " " + c;
     if (ranks.size() > 1) {

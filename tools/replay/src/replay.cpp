@@ -121,14 +121,13 @@ result<replay_result, std::string> replay(const trace& t, std::string_view polic
     std::unordered_map<std::string, std::int64_t> extra_failures_by_phase;  // tries beyond one per allocation
     // Makes (or, restoring, brings back) what the allocations `ids` hold now: one engine call.
     const auto move_ids_now = [&](const std::vector<std::uint64_t>& ids, bool offload) {
-      move_call.clear();
+      std::vector<device_address> call;
       for (const std::uint64_t id : ids) {
-        if (const device_address a = addresses.peek(id); a != 0) move_call.push_back(a);
+        if (const device_address a = addresses.peek(id); a != 0) call.push_back(a);
       }
-      if (move_call.empty()) return;
-      const auto moved = offload ? eng.offload(move_call) : eng.restore(move_call);
+      if (call.empty()) return;
+      const auto moved = offload ? eng.offload(call) : eng.restore(call);
       if (!moved && out.offload_failures++ == 0) out.first_offload_failure = moved.error().message;
-      move_call.clear();
       modelled_reserved = eng.levels().reserved_bytes;
       residency.level(modelled_reserved);
     };

@@ -66,7 +66,8 @@ ncclResult_t create_communicator(const std::string& name, int nranks, int rank, 
   if (comm->virtual_peers) {
     // Nobody to meet: the communicator is complete with this rank alone (Note [virtual peers]).
     if (nranks < 1) return fail(ncclInvalidArgument, function, "nranks %d is below 1", nranks);
-    if (rank < 0 || rank >= nranks) return fail(ncclInvalidArgument, function, "rank %d is outside 0..%d", rank, nranks - 1);
+    if (rank < 0 || rank >= nranks)
+      return fail(ncclInvalidArgument, function, "rank %d is outside 0..%d", rank, nranks - 1);
   } else {
     // The ranks' GPUs are the machine's (each rank's ordinal may be 0 under CUDA_VISIBLE_DEVICES).
     const int gpu = machine_device(comm->device);
