@@ -22,6 +22,18 @@ expect 0 "offload pytorch: 2 recorded call\(s\) refused, the first: PyTorch's al
   "$cli" replay "$trace" -p pytorch --capacity 11GiB -q
 expect 0 '"modelled_copy_seconds": 0\.343' \
   "$cli" replay "$trace" -p phasealloc --capacity 11GiB --link 50GB/s --json -q
+# The same recording without offload (--offload none): 14 GiB do not fit 11; under offload:pressure
+# the call is made when generation's allocation runs out, and nothing moves on a GPU with room.
+expect 0 "^phasealloc:release:adaptive +8\.00 GiB .* 1 +0\.00 s" \
+  "$cli" replay "$trace" -p phasealloc --capacity 11GiB --offload none -q
+expect 0 "offload phasealloc:release:adaptive: 8\.00 GiB of pages to the host and 8\.00 GiB back \(offload:pressure: 1 recorded call\(s\) made when an allocation ran out of memory, 1 allocation\(s\) fitted then\)" \
+  "$cli" replay "$trace" -p phasealloc --capacity 11GiB --offload pressure -q
+expect 0 "^phasealloc:release:adaptive +14\.00 GiB .* 0 +0\.00 s" \
+  "$cli" replay "$trace" -p phasealloc --capacity 20GiB --offload pressure -q
+expect 105 "--offload: sometimes not in \{recorded,pressure,none\}" "$cli" replay "$trace" -p phasealloc --offload sometimes -q
+# tune tries each phasealloc configuration without offload, under pressure and as recorded.
+expect 0 "paste:  PHASEALLOC=1 PHASEALLOC_CONF='offload:pressure'" \
+  "$cli" tune "$trace" --gpu 11GiB -g pytorch -g phasealloc -q
 expect 1 "--link: \"fast\" is not a positive byte rate" \
   "$cli" replay "$trace" -p phasealloc --link fast -q
 expect 1 "--link: \"0GB/s\" is not a positive byte rate" \

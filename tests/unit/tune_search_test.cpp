@@ -68,6 +68,23 @@ TEST(TuneSearch, PasteLineNamesTheVariableEachAllocatorReads) {
   EXPECT_NE(paste_line("pytorch").find("leave PHASEALLOC and PYTORCH_CUDA_ALLOC_CONF unset"), std::string::npos);
 }
 
+TEST(TuneSearch, AnOffloadModeJoinsThePasteLineAndTheName) {
+  EXPECT_EQ(paste_line("phasealloc:release:all", offload_replay::pressure),
+            "PHASEALLOC=1 PHASEALLOC_CONF='policy:[phasealloc:release:all],offload:pressure'");
+  EXPECT_EQ(paste_line("phasealloc", offload_replay::recorded),
+            "PHASEALLOC=1 PHASEALLOC_CONF='offload:auto'   (phasealloc's default policy)");
+  EXPECT_EQ(paste_line("phasealloc", offload_replay::none), "PHASEALLOC=1   (phasealloc's default policy)");
+  tune_candidate c;
+  c.spec = "phasealloc";
+  EXPECT_EQ(candidate_name(c), "phasealloc");
+  c.offload = offload_replay::recorded;
+  EXPECT_EQ(candidate_name(c), "phasealloc + offload:auto");
+  c.spec = "pytorch";  // PyTorch's allocator has no offload, whatever the replay did with the calls
+  EXPECT_EQ(candidate_name(c), "pytorch");
+  EXPECT_TRUE(is_pytorch_spec("pytorch:expandable_segments:True"));
+  EXPECT_FALSE(is_pytorch_spec("phasealloc:release:all"));
+}
+
 TEST(TuneSearch, DefaultSpaceSpansBothAllocatorsAndExpands) {
   std::vector<std::string> specs;
   for (const std::string& g : default_tune_grids()) {

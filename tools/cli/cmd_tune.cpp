@@ -60,30 +60,50 @@ void run_tune(const tune_args& a) {
     traces.push_back(std::move(t).value());
   }
 
-  replay_options options;
-  options.capacity_bytes = gpu_bytes;
+  // A job recorded under offload:auto carries its offload calls: each phasealloc configuration is then
+  // also tried under offload:pressure and as recorded (auto); PyTorch's allocator has no offload.
+  const bool has_offload = std::any_of(traces.begin(), traces.end(), [](const trace& t) {
+    return std::any_of(t.events.begin(), t.events.end(), [](const trace_event& e) {
+      return e.op == trace_event_op::offload || e.op == trace_event_op::restore;
+    });
+  });
+  std::vector<offload_replay> modes{offload_replay::none};
+  if (has_offload) modes.insert(modes.end(), {offload_replay::pressure, offload_replay::recorded});
   const auto started = std::chrono::steady_clock::now();
-  auto results = replay_grid(traces, specs, options, jobs.value(),
-                             fmt::format("tuning: {} configurations x {} traces", specs.size(), traces.size()),
-                             !a.quiet && !a.json);
-  if (!results) throw command_error(results.error());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
   std::vector<tune_candidate> candidates;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    tune_candidate c;
-    c.spec = specs[i];
-    for (const replay_result& r : results.value()[i]) {
-      c.peak_reserved_bytes = std::max(c.peak_reserved_bytes, r.peak_reserved_bytes);
-      c.device_calls += r.device_calls();
-      c.modeled_device_time_ns += r.modeled_device_time_ns;
-      c.ooms += r.ooms;
-      if (const phase_residency* g = r.headroom.phase("generation")) {
-        c.generating_peak_bytes = std::max(c.generating_peak_bytes, g->peak_reserved_bytes);
-      }
+  std::vector<std::vector<replay_result>> results;  // per candidate, per trace
+  for (const offload_replay mode : modes) {
+    std::vector<std::string> mode_specs;
+    for (const std::string& s : specs) {
+      if (mode == offload_replay::none || !is_pytorch_spec(s)) mode_specs.push_back(s);
     }
-    candidates.push_back(std::move(c));
+    replay_options options;
+    options.capacity_bytes = gpu_bytes;
+    options.offload = mode;
+    auto replayed = replay_grid(traces, mode_specs, options, jobs.value(),
+                                fmt::format("tuning: {} configurations x {} traces{}", mode_specs.size(),
+                                            traces.size(), has_offload ? fmt::format(", offload {}", to_string(mode)) : ""),
+                                !a.quiet && !a.json);
+    if (!replayed) throw command_error(replayed.error());
+    for (std::size_t i = 0; i < mode_specs.size(); ++i) {
+      tune_candidate c;
+      c.spec = mode_specs[i];
+      c.offload = mode;
+      for (const replay_result& r : replayed.value()[i]) {
+        c.peak_reserved_bytes = std::max(c.peak_reserved_bytes, r.peak_reserved_bytes);
+        c.device_calls += r.device_calls();
+        c.modeled_device_time_ns += r.modeled_device_time_ns;
+        c.ooms += r.ooms;
+        c.moved_bytes += r.offloaded_bytes + r.restored_bytes;
+        if (const phase_residency* g = r.headroom.phase("generation")) {
+          c.generating_peak_bytes = std::max(c.generating_peak_bytes, g->peak_reserved_bytes);
+        }
+      }
+      candidates.push_back(std::move(c));
+      results.push_back(std::move(replayed.value()[i]));
+    }
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::vector<std::size_t> front = pareto_front(candidates);
   const std::optional<std::size_t> best = recommend(candidates, front, weight.value());
   const auto baseline = std::find_if(candidates.begin(), candidates.end(), [](const tune_candidate& c) { return c.spec == "pytorch"; });
@@ -99,6 +119,8 @@ void run_tune(const tune_args& a) {
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       const tune_candidate& c = candidates[i];
       nlohmann::json j{{"policy", c.spec},
+                       {"offload", std::string(to_string(c.offload))},
+                       {"moved_bytes", c.moved_bytes},
                        {"peak_reserved_bytes", c.peak_reserved_bytes},
                        {"device_calls", c.device_calls},
                        {"modeled_device_time_ns", c.modeled_device_time_ns},
@@ -107,22 +129,28 @@ void run_tune(const tune_args& a) {
                        {"refused", c.refused()},
                        {"on_front", std::find(front.begin(), front.end(), i) != front.end()}};
       j["per_trace"] = nlohmann::json::array();
-      for (const replay_result& r : results.value()[i]) {
+      for (const replay_result& r : results[i]) {
         j["per_trace"].push_back(
             {{"peak_reserved_bytes", r.peak_reserved_bytes}, {"device_calls", r.device_calls()}, {"ooms", r.ooms}});
       }
       doc["candidates"].push_back(std::move(j));
     }
     doc["front"] = nlohmann::json::array();
-    for (const std::size_t i : front) doc["front"].push_back(candidates[i].spec);
-    doc["recommended"] = best ? nlohmann::json(candidates[*best].spec) : nlohmann::json(nullptr);
-    doc["paste"] = best ? nlohmann::json(paste_line(candidates[*best].spec)) : nlohmann::json(nullptr);
+    for (const std::size_t i : front) doc["front"].push_back(candidate_name(candidates[i]));
+    doc["recommended"] = best ? nlohmann::json(candidate_name(candidates[*best])) : nlohmann::json(nullptr);
+    doc["paste"] = best ? nlohmann::json(paste_line(candidates[*best].spec, candidates[*best].offload))
+                        : nlohmann::json(nullptr);
     std::cout << doc.dump(2) << '\n';
   } else {
     std::cout << fmt::format("tune   {} trace(s), {} configurations, model device {}: {} replays in {:.1f} s ({} thread(s))\n",
                              traces.size(), candidates.size(), format_bytes(gpu_bytes), candidates.size() * traces.size(),
                              seconds, jobs.value());
-    std::cout << fmt::format("refused {} configuration(s) that run out of memory at {}\n\n", refused, format_bytes(gpu_bytes));
+    std::cout << fmt::format("refused {} configuration(s) that run out of memory at {}\n", refused, format_bytes(gpu_bytes));
+    if (has_offload) {
+      std::cout << "offload: the traces carry recorded offload calls (offload:auto); each phasealloc configuration was "
+                   "replayed without offload, under offload:pressure and as recorded (auto)\n";
+    }
+    std::cout << "\n";
     if (!front.empty()) {
       std::cout << fmt::format("Pareto front: peak reserved ({}) against device calls ({})\n",
                                traces.size() > 1 ? "the largest over the traces" : "the trace's",
@@ -132,17 +160,19 @@ void run_tune(const tune_args& a) {
       std::vector<std::string> header{"", "configuration", "peak reserved", "vs pytorch", "device calls", "vs pytorch",
                                       "est. device time"};
       if (generating) header.push_back("reserved while generating");
+      if (has_offload) header.push_back("moved to the host and back");
       text_table table(header);
       for (const std::size_t i : front) {
         const tune_candidate& c = candidates[i];
         const bool have_base = baseline != candidates.end() && !baseline->refused();
         std::vector<std::string> row{
-            best && *best == i ? "*" : "", c.spec, format_bytes(c.peak_reserved_bytes),
+            best && *best == i ? "*" : "", candidate_name(c), format_bytes(c.peak_reserved_bytes),
             have_base ? ratio(static_cast<double>(c.peak_reserved_bytes), static_cast<double>(baseline->peak_reserved_bytes)) : "-",
             std::to_string(c.device_calls),
             have_base ? ratio(static_cast<double>(c.device_calls), static_cast<double>(baseline->device_calls)) : "-",
             nanoseconds(c.modeled_device_time_ns)};
         if (generating) row.push_back(c.generating_peak_bytes > 0 ? format_bytes(c.generating_peak_bytes) : "-");
+        if (has_offload) row.push_back(format_bytes(c.moved_bytes));
         table.add(std::move(row));
       }
       std::cout << table.render();
@@ -154,8 +184,8 @@ void run_tune(const tune_args& a) {
   }
   if (!a.json) {
     std::cout << fmt::format("\nrecommended (--weight calls={}: the lowest peak / lowest peak + {} x calls / fewest calls): {}\n",
-                             weight.value(), weight.value(), candidates[*best].spec);
-    std::cout << "paste:  " << paste_line(candidates[*best].spec) << '\n';
+                             weight.value(), weight.value(), candidate_name(candidates[*best]));
+    std::cout << "paste:  " << paste_line(candidates[*best].spec, candidates[*best].offload) << '\n';
   }
 }
 

@@ -98,15 +98,39 @@ std::optional<std::size_t> recommend(const std::vector<tune_candidate>& candidat
   return best;
 }
 
-std::string paste_line(std::string_view spec) {
+namespace {
+
+std::string_view offload_key(offload_replay offload) {
+  switch (offload) {
+    case offload_replay::recorded: return "offload:auto";
+    case offload_replay::pressure: return "offload:pressure";
+    case offload_replay::none: return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+bool is_pytorch_spec(std::string_view spec) { return spec == "pytorch" || spec.starts_with("pytorch:"); }
+
+std::string paste_line(std::string_view spec, offload_replay offload) {
   constexpr std::string_view torch = "pytorch";
   if (spec == torch) return "PyTorch's own allocator with its defaults: leave PHASEALLOC and PYTORCH_CUDA_ALLOC_CONF unset";
   if (spec.starts_with("pytorch:")) {
     return fmt::format("PYTORCH_CUDA_ALLOC_CONF='{}'   (PyTorch's own allocator; leave PHASEALLOC unset)",
                        spec.substr(torch.size() + 1));
   }
-  if (spec == "phasealloc") return "PHASEALLOC=1   (phasealloc's default policy)";
-  return fmt::format("PHASEALLOC=1 PHASEALLOC_CONF='policy:[{}]'", spec);
+  const std::string_view key = offload_key(offload);
+  if (spec == "phasealloc") {
+    return key.empty() ? "PHASEALLOC=1   (phasealloc's default policy)"
+                       : fmt::format("PHASEALLOC=1 PHASEALLOC_CONF='{}'   (phasealloc's default policy)", key);
+  }
+  return fmt::format("PHASEALLOC=1 PHASEALLOC_CONF='policy:[{}]{}{}'", spec, key.empty() ? "" : ",", key);
+}
+
+std::string candidate_name(const tune_candidate& c) {
+  const std::string_view key = is_pytorch_spec(c.spec) ? std::string_view() : offload_key(c.offload);
+  return key.empty() ? c.spec : fmt::format("{} + {}", c.spec, key);
 }
 
 }  // namespace phasealloc::cli

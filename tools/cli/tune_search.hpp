@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "phasealloc/replay/replay.hpp"
 #include "phasealloc/status.hpp"
 
 namespace phasealloc::cli {
@@ -35,6 +36,10 @@ namespace phasealloc::cli {
 /// One configuration's measures over the traces.
 struct tune_candidate {
   std::string spec;
+  /// What the replays did with the traces' recorded offload calls (a job recorded under
+  /// offload:auto): made them (auto), held them until an allocation ran out (pressure), or none.
+  offload_replay offload = offload_replay::none;
+  std::size_t moved_bytes = 0;              ///< Offloaded + restored, summed over the traces.
   std::size_t peak_reserved_bytes = 0;      ///< The largest over the traces.
   std::int64_t device_calls = 0;            ///< Summed over the traces.
   std::uint64_t modeled_device_time_ns = 0;  ///< Summed over the traces.
@@ -61,8 +66,12 @@ std::optional<std::size_t> recommend(const std::vector<tune_candidate>& candidat
                                      double calls_weight);
 
 /// The environment to set for a spec: `PHASEALLOC=1 PHASEALLOC_CONF='policy:[SPEC]'` for phasealloc's
-/// policies, `PYTORCH_CUDA_ALLOC_CONF='KEYS'` for the `pytorch` model (PyTorch's own allocator, no
-/// phasealloc), and what to leave unset for plain `pytorch`.
-std::string paste_line(std::string_view spec);
+/// policies (with `offload:auto` or `offload:pressure` when `offload` says so), `PYTORCH_CUDA_ALLOC_CONF='KEYS'`
+/// for the `pytorch` model (PyTorch's own allocator, no phasealloc), and what to leave unset for plain `pytorch`.
+std::string paste_line(std::string_view spec, offload_replay offload = offload_replay::none);
+/// "SPEC", or "SPEC + offload:auto" / "SPEC + offload:pressure": how tables name a candidate.
+std::string candidate_name(const tune_candidate& c);
+/// Whether a spec names PyTorch's allocator (the `pytorch` model), which has no offload.
+bool is_pytorch_spec(std::string_view spec);
 
 }  // namespace phasealloc::cli
