@@ -38,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -66,6 +67,7 @@ struct dryrun_args {
   bool gpus_given = false;
   int world_size = 0;  ///< --world-size: 0 = the job runs whole
   std::string ranks;   ///< --ranks: the ranks a --world-size run runs ("" = rank 0 and the last)
+  unsigned parallel = std::max(1u, std::thread::hardware_concurrency());  ///< --parallel: ranks at a time
   std::string record_gpu;
   std::string values;  ///< the simulated GPU's value level (SIMCUDA_GPU values:LEVEL), "" = simcuda's default
   std::string link = "50GB/s";  ///< host link bandwidth for the time of the job's offload copies
@@ -220,19 +222,13 @@ void run_dryrun(const dryrun_args& a) {
   if (!plan) {
     job = run_job(argv, env, alive, /*stdout_to_stderr=*/a.json);
   } else {
-    for (int rank : plan->ranks) {  // one after another, each alone; the first failure ends the run
-      auto rank_env = env;
-      for (auto& variable : virtual_rank_env(*plan, rank)) rank_env.push_back(std::move(variable));
-      const job_result one = run_job(argv, rank_env, alive, /*stdout_to_stderr=*/a.json);
-      job.seconds += one.seconds;
-      job.exit_status = one.exit_status;
-      job.signaled = one.signaled;
-      if (!a.quiet)
-        std::fprintf(stderr, "%sphasealloc dryrun: rank %d of %d (virtual peers) %s %d after %.1f s\n",
-                     tty && last_line >= 0 ? "\n" : "", rank, plan->world_size,
-                     one.signaled ? "killed by signal, status" : "exited with status", one.exit_status, one.seconds);
-      if (one.exit_status != 0) break;
-    }
+    const auto ended = [&](int rank, const job_result& one) {
+      if (a.quiet) return;
+      std::fprintf(stderr, "%sphasealloc dryrun: rank %d of %d (virtual peers) %s %d after %.1f s\n",
+                   tty && last_line >= 0 ? "\n" : "", rank, plan->world_size,
+                   one.signaled ? "killed by signal, status" : "exited with status", one.exit_status, one.seconds);
+    };
+    job = run_virtual_ranks(*plan, argv, env, a.parallel, alive, /*stdout_to_stderr=*/a.json, ended);
   }
   if (!a.quiet) {
     std::fprintf(stderr, "%sphasealloc dryrun: job %s %d after %.1f s\n", tty && last_line >= 0 ? "\n" : "",
@@ -385,6 +381,11 @@ void add_dryrun_command(CLI::App& app) {
                   "--gpus is then the GPUs per node (default: the world size, at most 8)");
   cmd->add_option("--ranks", args->ranks,
                   "with --world-size: the ranks to run, comma-separated (default: 0 and the last)");
+  cmd->add_option("--parallel", args->parallel,
+                  "with --world-size: ranks run at a time (default: the machine's hardware threads; 1 where each "
+                  "rank's values need much of this machine's memory)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   cmd->add_option("--record-gpu", args->record_gpu,
                   "the simulated GPU the job runs on while it is recorded (default: --gpu); larger lets a job that "
                   "would run out of memory finish");

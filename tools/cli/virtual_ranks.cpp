@@ -2,8 +2,12 @@
 #include "virtual_ranks.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -86,6 +90,45 @@ std::vector<std::pair<std::string, std::string>> virtual_rank_env(const virtual_
           {"MASTER_ADDR", "127.0.0.1"},
           {"MASTER_PORT", "29500"},
           {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
+}
+
+job_result run_virtual_ranks(const virtual_ranks_plan& plan, const std::vector<std::string>& argv,
+                             const std::vector<std::pair<std::string, std::string>>& env, unsigned parallel,
+                             const std::function<void(double)>& alive, bool stdout_to_stderr,
+                             const std::function<void(int, const job_result&)>& ended) {
+  const auto started = std::chrono::steady_clock::now();
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;  // guards `first_failure` and the calls of `ended`
+  std::optional<std::pair<int, job_result>> first_failure;
+  std::string error;  // a rank that could not be started (command_error)
+  const auto runner = [&](bool reports_alive) {
+    for (std::size_t i = next++; i < plan.ranks.size() && !failed; i = next++) {
+      const int rank = plan.ranks[i];
+      auto rank_env = env;
+      for (auto& variable : virtual_rank_env(plan, rank)) rank_env.push_back(std::move(variable));
+      try {
+        const job_result one = run_job(argv, rank_env, reports_alive ? alive : nullptr, stdout_to_stderr);
+        std::lock_guard lock(mutex);
+        if (one.exit_status != 0 && (!first_failure || rank < first_failure->first)) first_failure.emplace(rank, one);
+        if (one.exit_status != 0) failed = true;
+        ended(rank, one);
+      } catch (const command_error& e) {
+        std::lock_guard lock(mutex);
+        if (error.empty()) error = e.what();
+        failed = true;
+      }
+    }
+  };
+  const unsigned threads = std::max(1u, std::min<unsigned>(parallel, static_cast<unsigned>(plan.ranks.size())));
+  std::vector<std::thread> others;
+  for (unsigned t = 1; t < threads; ++t) others.emplace_back(runner, false);
+  runner(true);
+  for (std::thread& t : others) t.join();
+  if (!error.empty()) throw command_error(error);
+  job_result all = first_failure ? first_failure->second : job_result{};
+  all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return all;
 }
 
 std::string describe(const virtual_ranks_plan& plan) {

@@ -13,8 +13,8 @@
 //   simulated machine of --gpus GPUs (default min(N, 8): LOCAL_RANK is the rank modulo it), with
 //   SIMCUDA_GPU nccl_peers:virtual. There every communicator is complete with this rank alone, a
 //   collective answers as if each absent rank held this rank's values, and torch.distributed's
-//   rendezvous gets a store that needs no peers (simcuda's virtual_ranks.py). The ranks run one after
-//   another, each traced and replayed as in a full run. By default rank 0 and the last rank run (an
+//   rendezvous gets a store that needs no peers (simcuda's virtual_ranks.py). The ranks run --parallel
+//   at a time (default: the machine's hardware threads), each traced and replayed as in a full run. By default rank 0 and the last rank run (an
 //   uneven last shard shows there); --ranks names others (one per pipeline or tensor-parallel
 //   position where those hold different layers).
 // Limitations: values that cross ranks are stand-ins (this rank's own), so a job whose allocations
@@ -24,12 +24,15 @@
 //   reason.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "job_runner.hpp"
 
 namespace phasealloc::cli {
 
@@ -47,6 +50,15 @@ virtual_ranks_plan plan_virtual_ranks(int world_size, const std::string& ranks, 
 
 /// torchrun's environment for `rank` of the plan.
 std::vector<std::pair<std::string, std::string>> virtual_rank_env(const virtual_ranks_plan& plan, int rank);
+
+/// Runs the plan's ranks, `parallel` at a time, each the command `argv` with `env` and its rank's
+/// environment; `ended(rank, result)` is called as each ends (one call at a time). Returns the wall
+/// time of them all and the first failing rank's status (0 when every rank exited with 0); once a
+/// rank has failed, ranks not yet started are not. `alive` is called from one runner only.
+job_result run_virtual_ranks(const virtual_ranks_plan& plan, const std::vector<std::string>& argv,
+                             const std::vector<std::pair<std::string, std::string>>& env, unsigned parallel,
+                             const std::function<void(double)>& alive, bool stdout_to_stderr,
+                             const std::function<void(int, const job_result&)>& ended);
 
 /// One line for the report: what ran and what was stood in.
 std::string describe(const virtual_ranks_plan& plan);
