@@ -126,6 +126,24 @@ def test_a_256_rank_job_runs_the_ranks_named_and_finds_the_one_that_runs_out(tmp
             "for each one's 255 peers") in text.stdout, text.stdout[-3000:]
 
 
+GLOO_JOB = """
+import os, torch, torch.distributed as dist
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+dist.new_group(backend="gloo")
+"""
+
+
+def test_a_gloo_group_is_refused_naming_the_key_it_needs():
+    """A gloo (CPU) group connects to its peers through the rendezvous store: with virtual peers that
+    is refused with the key it would read, not left to fail inside gloo."""
+    out = dryrun(["--world-size", "4", "--ranks", "1", "--html", ""], ["-c", GLOO_JOB])
+    assert out.returncode != 0
+    assert "which only an absent rank writes; a gloo (CPU) group connects to its peers through the store" in \
+        out.stderr, out.stderr[-3000:]
+    assert "rank 1 of 4 (virtual peers) exited with status 1" in out.stderr
+
+
 def test_virtual_ranks_refuse_a_launcher_and_a_rank_outside_the_world(tmp_path):
     marker = tmp_path / "ran"
     out = dryrun(["--world-size", "4"], ["-m", "torch.distributed.run", "--nproc-per-node", "4", "-c",

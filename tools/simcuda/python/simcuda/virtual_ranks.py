@@ -30,9 +30,12 @@ NCCL_UNIQUE_ID_BYTES = 128
 
 
 def _is_nccl_id_key(key):
-    """Where torch's ProcessGroupNCCL keeps a communicator's unique id: under a counter, "N" (before
-    torch 2.15) or "nccl_storekey_N", and "nccl_storekey_N_R" for the id of root R of a scalable init
-    (one id per so many ranks, each written by its own root)."""
+    """Where torch's ProcessGroupNCCL keeps a communicator's unique id: under the group's "cuda" prefix,
+    a counter, "N" (before torch 2.15) or "nccl_storekey_N", and "nccl_storekey_N_R" for the id of root
+    R of a scalable init (one id per so many ranks, each written by its own root). A gloo group's
+    peers' addresses sit under its "cpu" prefix: not ids."""
+    if "cuda" not in key.split("/"):
+        return False
     last = key.rsplit("/", 1)[-1]
     if last.startswith("nccl_storekey_"):
         last = last[len("nccl_storekey_"):].replace("_", "")
@@ -58,9 +61,11 @@ def make_store():
                 return self._values[key]
             if _is_nccl_id_key(key):
                 return bytes(NCCL_UNIQUE_ID_BYTES)
+            what = "a gloo (CPU) group connects to its peers through the store" if "cpu" in key.split("/") else \
+                "a job that exchanges values through the store"
             raise RuntimeError(
-                "simcuda (virtual ranks): this rank reads store key %r, which only an absent rank writes; a job "
-                "that exchanges values through the store cannot run with virtual peers" % key)
+                "simcuda (virtual ranks): this rank reads store key %r, which only an absent rank writes; %s, which "
+                "cannot run with virtual peers" % (key, what))
 
         def add(self, key, amount):
             now = int(self._values.get(key, b"0")) + int(amount)
