@@ -222,10 +222,12 @@ void run_dryrun(const dryrun_args& a) {
   if (!plan) {
     job = run_job(argv, env, alive, /*stdout_to_stderr=*/a.json);
   } else {
+    // Called from the rank runners' threads (one at a time), while the main thread's `alive` may be
+    // drawing the progress line: it reads nothing `alive` writes.
     const auto ended = [&](int rank, const job_result& one) {
       if (a.quiet) return;
       std::fprintf(stderr, "%sphasealloc dryrun: rank %d of %d (virtual peers) %s %d after %.1f s\n",
-                   tty && last_line >= 0 ? "\n" : "", rank, plan->world_size,
+                   tty ? "\n" : "", rank, plan->world_size,
                    one.signaled ? "killed by signal, status" : "exited with status", one.exit_status, one.seconds);
     };
     job = run_virtual_ranks(*plan, argv, env, a.parallel, alive, /*stdout_to_stderr=*/a.json, ended);
