@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "nccl_buffers.hpp"
-
-extern "C" std::size_t simcuda_nccl_bytes(int device);
+#include "simcuda/introspect.h"
 
 namespace {
 
